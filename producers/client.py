@@ -1,0 +1,72 @@
+"""A small Python client for the HTTP API.
+
+    from producers.client import SituateClient
+    with SituateClient("http://127.0.0.1:8000", token="...") as c:
+        c.add_documents("docs", [{"id": "a", "text": "..."}])
+        c.wait("docs", ["a"])
+        hits = c.search("docs", "what is a?", k=5)
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpx
+
+
+class SituateError(RuntimeError):
+    pass
+
+
+class SituateClient:
+    def __init__(self, base_url: str = "http://127.0.0.1:8000", token: str | None = None, timeout: float = 60.0):
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.Client(base_url=base_url, headers=headers, timeout=timeout)
+
+    def __enter__(self) -> "SituateClient":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _call(self, method: str, path: str, **kwargs) -> Any:
+        response = self._http.request(method, path, **kwargs)
+        if response.status_code >= 400:
+            raise SituateError(f"{method} {path} -> {response.status_code}: {response.text[:500]}")
+        return response.json()
+
+    def create_collection(self, collection: str, **settings: Any) -> dict[str, Any]:
+        return self._call("PUT", f"/v1/collections/{collection}", json=settings)
+
+    def add_documents(self, collection: str, documents: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Each document: ``{"id", "text", "metadata"?, "chunks"?}``. Returns one entry per document."""
+        return self._call("POST", f"/v1/collections/{collection}/documents", json={"documents": documents})["documents"]
+
+    def get_document(self, collection: str, doc_id: str) -> dict[str, Any]:
+        return self._call("GET", f"/v1/collections/{collection}/documents/{doc_id}")
+
+    def wait(self, collection: str, doc_ids: list[str], timeout: float = 600, poll_s: float = 0.5) -> dict[str, dict[str, Any]]:
+        """Poll until every document is indexed or failed; returns their states."""
+        deadline = time.monotonic() + timeout
+        states: dict[str, dict[str, Any]] = {}
+        pending = list(doc_ids)
+        while pending:
+            for doc_id in list(pending):
+                doc = self.get_document(collection, doc_id)
+                if doc["state"] in ("indexed", "failed"):
+                    states[doc_id] = doc
+                    pending.remove(doc_id)
+            if pending:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"still pending after {timeout}s: {pending[:10]}")
+                time.sleep(poll_s)
+        return states
+
+    def search(self, collection: str, query: str, k: int = 10, filters: dict[str, Any] | None = None,
+               mode: str = "hybrid") -> list[dict[str, Any]]:
+        body = {"query": query, "k": k, "filters": filters, "mode": mode}
+        return self._call("POST", f"/v1/collections/{collection}/search", json=body)["hits"]

@@ -1,0 +1,122 @@
+"""Submitting documents and waiting for them: the one code path the CLI and the API share.
+
+Validation happens here, before anything is queued, so that a bad document (empty, binary,
+invalid UTF-8, too large, malformed line) is recorded as failed with its reason and the rest
+of the batch goes on. Unchanged content (same text, same metadata, already indexed) is not
+queued at all: re-ingesting a corpus costs nothing but the hashing.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+from workers import status
+from workers.app import INGEST_QUEUE, app
+from workers.bodies import body_store
+from workers.collections import CollectionConfig
+from workers.documents import BadDocument, ChunkInput, check_doc_id, check_text, content_version, decode_body, metadata_hash
+from workers.settings import get_settings
+
+
+@dataclass
+class RawDocument:
+    """A document as a producer found it: text or bytes not yet validated, or a load error."""
+
+    doc_id: str
+    body: bytes | str | None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    chunks: list[dict[str, Any]] | None = None
+    error: str | None = None  # set by a loader that could not read it at all
+
+
+@dataclass
+class Submission:
+    doc_id: str
+    state: str  # queued | unchanged | failed
+    version: str | None = None
+    error: str | None = None
+
+
+def _validate(raw: RawDocument, max_bytes: int) -> tuple[str, list[ChunkInput] | None]:
+    if raw.error:
+        raise BadDocument(raw.error)
+    check_doc_id(raw.doc_id)
+    if raw.body is None:
+        raise BadDocument("document has no text")
+    text = decode_body(raw.body, max_bytes) if isinstance(raw.body, bytes) else check_text(raw.body, max_bytes)
+    chunks = None
+    if raw.chunks is not None:
+        try:
+            chunks = [ChunkInput.model_validate(c) for c in raw.chunks]
+        except Exception as e:
+            raise BadDocument(f"invalid chunks: {e}") from None
+        if not chunks or len({c.n for c in chunks}) != len(chunks):
+            raise BadDocument("chunks must be a non-empty list with distinct chunk numbers")
+        if any(not c.text.strip() for c in chunks):
+            raise BadDocument("a pre-made chunk is empty")
+    if not isinstance(raw.metadata, dict):
+        raise BadDocument("metadata must be a JSON object")
+    return text, chunks
+
+
+def submit_one(config: CollectionConfig, raw: RawDocument) -> Submission:
+    try:
+        text, chunks = _validate(raw, get_settings().max_document_bytes)
+    except BadDocument as e:
+        if raw.doc_id and len(raw.doc_id) <= 512:
+            status.rejected(config.name, raw.doc_id, str(e))
+        return Submission(raw.doc_id, status.FAILED, error=str(e))
+    version = content_version(text, chunks)
+    meta = metadata_hash(raw.metadata)
+    if status.is_unchanged(config.name, raw.doc_id, version, meta):
+        return Submission(raw.doc_id, "unchanged", version)
+    payload = {"text": text, "metadata": raw.metadata,
+               "chunks": None if chunks is None else [c.model_dump() for c in chunks]}
+    body_store().put(config.name, raw.doc_id, version, payload)
+    status.submitted(config.name, raw.doc_id, version, meta)
+    # By name: producers never import the worker code (nor its models).
+    app.send_task("situate.ingest", args=(config.name, raw.doc_id, version), queue=INGEST_QUEUE)
+    return Submission(raw.doc_id, status.QUEUED, version)
+
+
+def submit(config: CollectionConfig, docs: Iterable[RawDocument]) -> list[Submission]:
+    return [submit_one(config, d) for d in docs]
+
+
+def wait(config: CollectionConfig, submissions: list[Submission], timeout: float | None = None,
+         on_progress: Callable[[int, int], None] | None = None, poll_s: float = 0.5) -> dict[str, dict[str, Any]]:
+    """Block until every queued submission is indexed or failed (at its submitted version).
+
+    Returns the final state per doc_id; the ones still pending at ``timeout`` keep their
+    current state. ``on_progress(done, total)`` is called after each poll.
+    """
+    final: dict[str, dict[str, Any]] = {}
+    pending: dict[str, str] = {}
+    for s in submissions:
+        if s.state == status.QUEUED:
+            pending[s.doc_id] = s.version or ""
+        else:
+            final[s.doc_id] = {"doc_id": s.doc_id, "state": "indexed" if s.state == "unchanged" else s.state,
+                               "error": s.error, "unchanged": s.state == "unchanged"}
+    total = len(submissions)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        ids = list(pending)
+        for i in range(0, len(ids), 1000):
+            for doc in status.get_many(config.name, ids[i:i + 1000]):
+                if doc is None:
+                    continue
+                superseded = doc["version"] != pending[doc["doc_id"]]
+                if doc["state"] in status.TERMINAL or superseded:
+                    final[doc["doc_id"]] = doc
+                    del pending[doc["doc_id"]]
+        if on_progress:
+            on_progress(total - len(pending), total)
+        if not pending or (deadline is not None and time.monotonic() > deadline):
+            break
+        time.sleep(poll_s)
+    for doc_id in pending:
+        final[doc_id] = status.get(config.name, doc_id) or {"doc_id": doc_id, "state": "unknown"}
+    return final

@@ -1,0 +1,55 @@
+"""The Celery application: broker, serialization, delivery guarantees and queues.
+
+Delivery is at least once (``acks_late``; a task whose worker dies is re-queued), so every
+task is idempotent: deterministic ``_id``s, version-guarded state, checkpointed contexts.
+JSON only: a pickle payload from the broker is code execution.
+
+Queues: ``ingest`` (validate, chunk), ``situate.0 … situate.N-1`` (one document's chunks all
+on one shard, chosen by a stable hash, so its prompt cache — or a local model's KV cache —
+stays warm), ``index`` (embed, write).
+"""
+
+from __future__ import annotations
+
+from celery import Celery
+
+from workers.settings import get_settings
+
+INGEST_QUEUE = "ingest"
+INDEX_QUEUE = "index"
+
+
+def situate_queue(shard: int) -> str:
+    return f"situate.{shard}"
+
+
+def all_queues() -> list[str]:
+    return [INGEST_QUEUE] + [situate_queue(i) for i in range(get_settings().shards)] + [INDEX_QUEUE]
+
+
+def make_app() -> Celery:
+    s = get_settings()
+    app = Celery("situate", broker=s.redis_url, include=["workers.tasks"])
+    app.conf.update(
+        task_serializer="json",
+        result_serializer="json",
+        event_serializer="json",
+        accept_content=["json"],
+        task_ignore_result=True,  # state lives in ``status``; no result backend to fill up
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        broker_transport_options={"visibility_timeout": s.visibility_timeout_s},
+        broker_connection_retry_on_startup=True,
+        task_time_limit=s.task_time_limit_s,
+        task_soft_time_limit=s.task_time_limit_s - 60,
+        task_default_queue=INGEST_QUEUE,
+        task_routes={"situate.ingest": {"queue": INGEST_QUEUE}, "situate.index": {"queue": INDEX_QUEUE}},
+        worker_send_task_events=True,  # for Flower
+        task_send_sent_event=True,
+        worker_hijack_root_logger=False,
+    )
+    return app
+
+
+app = make_app()

@@ -1,0 +1,142 @@
+"""Cut a document into chunks: token-aware, and aware of Markdown and source-code structure.
+
+``semantic-text-splitter`` does the cutting (a Rust core: fast, and it prefers the largest
+semantic unit that fits — a section, a function — before falling back to sentences and words).
+Token counts use the embedder's own WordPiece tokenizer, so a 300-token chunk is ~300 tokens to
+the model that embeds it. Code is parsed with tree-sitter; the same grammars give the
+structural contextualizer its definition paths (see ``structure``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from semantic_text_splitter import CodeSplitter, MarkdownSplitter, TextSplitter
+from tokenizers import Tokenizer
+
+TOKENIZER_PATH = Path(__file__).parent / "data" / "minilm-tokenizer.json"
+
+EXTENSIONS = {
+    ".md": "markdown", ".markdown": "markdown", ".mdx": "markdown", ".rst": "text", ".txt": "text",
+    ".py": "python", ".pyi": "python", ".rs": "rust", ".go": "go", ".java": "java",
+    ".js": "javascript", ".mjs": "javascript", ".cjs": "javascript", ".jsx": "javascript",
+    ".ts": "typescript", ".tsx": "tsx", ".c": "c", ".h": "c", ".cc": "cpp", ".cpp": "cpp",
+    ".cxx": "cpp", ".hpp": "cpp", ".hh": "cpp",
+}
+
+
+@dataclass(frozen=True)
+class Chunk:
+    n: int
+    text: str
+    start: int | None  # character span in the document; None when the producer's chunk
+    end: int | None    # could not be located in the text
+
+    def to_json(self) -> dict[str, Any]:
+        return {"n": self.n, "text": self.text, "start": self.start, "end": self.end}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Chunk":
+        return cls(d["n"], d["text"], d.get("start"), d.get("end"))
+
+
+@lru_cache(maxsize=1)
+def tokenizer() -> Tokenizer:
+    tok = Tokenizer.from_file(str(TOKENIZER_PATH))
+    tok.no_truncation()
+    tok.no_padding()
+    return tok
+
+
+def count_tokens(text: str) -> int:
+    return len(tokenizer().encode(text, add_special_tokens=False).ids)
+
+
+def tree_sitter_language(lang: str):
+    """The tree-sitter grammar for ``lang``, or None for prose."""
+    if lang == "python":
+        import tree_sitter_python as m
+    elif lang == "rust":
+        import tree_sitter_rust as m
+    elif lang == "go":
+        import tree_sitter_go as m
+    elif lang == "java":
+        import tree_sitter_java as m
+    elif lang == "javascript":
+        import tree_sitter_javascript as m
+    elif lang in ("typescript", "tsx"):
+        import tree_sitter_typescript as ts
+        return ts.language_tsx() if lang == "tsx" else ts.language_typescript()
+    elif lang == "c":
+        import tree_sitter_c as m
+    elif lang == "cpp":
+        import tree_sitter_cpp as m
+    else:
+        return None
+    return m.language()
+
+
+# Cheap signatures for text that arrives without a file name (JSONL, the API, the cookbook).
+_SIGNATURES = [
+    ("rust", re.compile(r"^\s*(pub(\(crate\))? )?(fn|impl|struct|enum|trait|mod|use) [\w:<{]", re.M), re.compile(r"(::|->|&mut |#\[)")),
+    ("go", re.compile(r"^package \w+\s*$", re.M), re.compile(r"^func ", re.M)),
+    ("java", re.compile(r"^package [\w.]+;", re.M), re.compile(r"\b(class|interface|enum|record) \w+")),
+    ("python", re.compile(r"^(def|class|async def) \w+.*:\s*$", re.M), re.compile(r"^(import \w|from [\w.]+ import )", re.M)),
+    ("cpp", re.compile(r"^#include [<\"]", re.M), re.compile(r"(std::|template ?<|namespace \w+|class \w+)")),
+    ("c", re.compile(r"^#include [<\"]", re.M), re.compile(r"\w+\s*\(.*\)\s*\{")),
+    ("typescript", re.compile(r"^(export )?(interface|type) \w+", re.M), re.compile(r":\s*(string|number|boolean)\b")),
+    ("javascript", re.compile(r"^(export |import |const |let |function |module\.exports)", re.M), re.compile(r"(=>|function\s*\(|require\()")),
+    ("markdown", re.compile(r"^#{1,6} \S", re.M), re.compile(r"(^[-*] |\]\(|^```)", re.M)),
+]
+
+
+def guess_language(text: str, metadata: dict[str, Any] | None = None) -> str:
+    """Language of a document: from its file name when the metadata has one, else by signature."""
+    metadata = metadata or {}
+    declared = metadata.get("language")
+    if isinstance(declared, str) and (declared in EXTENSIONS.values()):
+        return declared
+    for key in ("path", "filename", "source", "title"):
+        name = metadata.get(key)
+        if isinstance(name, str) and Path(name).suffix.lower() in EXTENSIONS:
+            return EXTENSIONS[Path(name).suffix.lower()]
+    head = text[:20000]
+    for lang, primary, secondary in _SIGNATURES:
+        if primary.search(head) and secondary.search(head):
+            return lang
+    return "text"
+
+
+@lru_cache(maxsize=64)
+def _splitter(lang: str, capacity: int, overlap: int):
+    tok = tokenizer()
+    grammar = tree_sitter_language(lang)
+    if grammar is not None:
+        return CodeSplitter.from_huggingface_tokenizer(grammar, tok, capacity, overlap)
+    if lang == "markdown":
+        return MarkdownSplitter.from_huggingface_tokenizer(tok, capacity, overlap)
+    return TextSplitter.from_huggingface_tokenizer(tok, capacity, overlap)
+
+
+def split(text: str, lang: str, chunk_tokens: int, overlap: int) -> list[Chunk]:
+    pieces = _splitter(lang, chunk_tokens, overlap).chunk_indices(text)
+    return [Chunk(n, piece, start, start + len(piece)) for n, (start, piece) in enumerate(pieces)]
+
+
+def locate(text: str, given: list[tuple[int, str]]) -> list[Chunk]:
+    """Producer-supplied chunks, kept exactly as given; spans found by searching forward."""
+    out, cursor = [], 0
+    for n, piece in given:
+        at = text.find(piece, cursor)
+        if at < 0:
+            at = text.find(piece)
+        if at < 0:
+            out.append(Chunk(n, piece, None, None))
+        else:
+            out.append(Chunk(n, piece, at, at + len(piece)))
+            cursor = at + 1
+    return out

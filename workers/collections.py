@@ -1,0 +1,129 @@
+"""A collection's configuration: the settings that shape its index, frozen at creation.
+
+Why frozen: a BM25 analyzer, an embedding model or a chunk size cannot change under an index
+without making old and new chunks incomparable. So the producer that creates a collection
+fixes them (from CLI flags, falling back to its ``SITUATE_*`` environment), they are stored in
+Redis, and every worker reads the stored copy. Asking for a different value later is an error
+that names the remedy (a new collection), never a silent mix.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from workers.connections import redis_client
+from workers.settings import get_settings
+
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+LANGUAGES = ("english", "french", "german")
+
+
+class CollectionError(ValueError):
+    pass
+
+
+class CollectionConfig(BaseModel):
+    name: str
+    contextualizer: str = "structural"
+    model: str = ""
+    embedder: str = "local"
+    language: str = "english"
+    chunk_tokens: int = Field(300, ge=16, le=8192)
+    chunk_overlap: int = Field(0, ge=0)
+    # Replaces the provider's default prompt for this collection (LLM contextualizers only).
+    prompt: str | None = None
+
+    @property
+    def index_name(self) -> str:
+        return f"situate-{self.name}"
+
+
+SHAPING_FIELDS = ("contextualizer", "model", "embedder", "language", "chunk_tokens", "chunk_overlap", "prompt")
+
+
+def _key(name: str) -> str:
+    return f"situate:collection:{name}"
+
+
+def validate_name(name: str) -> str:
+    if not NAME_RE.match(name):
+        raise CollectionError(
+            f"invalid collection name {name!r}: use 1-63 lowercase letters, digits, '-' or '_'"
+        )
+    return name
+
+
+def load(name: str) -> CollectionConfig:
+    raw = redis_client().get(_key(validate_name(name)))
+    if raw is None:
+        raise CollectionError(f"collection {name!r} does not exist")
+    return CollectionConfig.model_validate_json(raw)
+
+
+def exists(name: str) -> bool:
+    return bool(redis_client().exists(_key(validate_name(name))))
+
+
+def list_names() -> list[str]:
+    return sorted(k.split(":", 2)[2] for k in redis_client().scan_iter("situate:collection:*"))
+
+
+def ensure(name: str, **requested: Any) -> CollectionConfig:
+    """Return the collection, creating it with ``requested`` values over the environment's.
+
+    ``requested`` holds only what the caller asked for explicitly (None = not asked). For an
+    existing collection, an explicit value that differs from the stored one is an error.
+    """
+    from workers import embedders, contextualizers, index  # late: heavy imports
+
+    validate_name(name)
+    requested = {k: v for k, v in requested.items() if v is not None}
+    unknown = set(requested) - set(SHAPING_FIELDS)
+    if unknown:
+        raise CollectionError(f"unknown collection settings: {sorted(unknown)}")
+    raw = redis_client().get(_key(name))
+    if raw is not None:
+        config = CollectionConfig.model_validate_json(raw)
+        conflicts = {k: (getattr(config, k), v) for k, v in requested.items() if getattr(config, k) != v}
+        if conflicts:
+            detail = ", ".join(f"{k}: stored {old!r}, asked {new!r}" for k, (old, new) in conflicts.items())
+            raise CollectionError(
+                f"collection {name!r} was created with other settings ({detail}); "
+                "these shape its index and cannot change: ingest into a new collection instead"
+            )
+        index.ensure_index(config)
+        return config
+
+    s = get_settings()
+    values = {f: getattr(s, f) for f in SHAPING_FIELDS if hasattr(s, f)}
+    values.update(requested)
+    config = CollectionConfig(name=name, **values)
+    if config.language not in LANGUAGES:
+        raise CollectionError(f"language must be one of {LANGUAGES}, not {config.language!r}")
+    if config.chunk_overlap >= config.chunk_tokens:
+        raise CollectionError("chunk_overlap must be smaller than chunk_tokens")
+    embedders.check_name(config.embedder)
+    contextualizers.check_name(config.contextualizer)
+    # SET NX: two producers creating the same collection at once agree on the first one.
+    if not redis_client().set(_key(name), config.model_dump_json(), nx=True):
+        return ensure(name, **requested)
+    index.ensure_index(config)
+    return config
+
+
+def delete(name: str) -> None:
+    """Drop a collection: its index, its config and its per-document state."""
+    from workers import index, status
+
+    config = load(name)
+    index.delete_index(config)
+    status.forget_collection(name)
+    redis_client().delete(_key(name))
+
+
+def describe(config: CollectionConfig) -> dict[str, Any]:
+    return json.loads(config.model_dump_json())

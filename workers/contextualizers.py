@@ -1,0 +1,97 @@
+"""Contextualizers: given a whole document and its chunks, write a context for each chunk.
+
+The interface is per *document*, not per chunk, because that is where prompt caching is won
+or lost: a provider sees all of a document's chunks at once and decides the order and the
+concurrency of its calls (warm the cache with one call, then fan out). A context carries its
+``usage`` (tokens, cost) so the bill is checkpointed with the text.
+
+Shipped here: ``structural`` (offline default: title + heading or definition path; free)
+and ``none``. LLM providers register themselves in ``PROVIDERS`` the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Protocol
+
+from workers.chunking import Chunk
+from workers.collections import CollectionConfig
+from workers import structure
+
+
+@dataclass
+class SourceDocument:
+    """What a contextualizer may read: the whole text, its language and metadata."""
+
+    collection: str
+    doc_id: str
+    version: str
+    text: str
+    language: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Context:
+    text: str
+    usage: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"text": self.text, "usage": self.usage}
+
+
+class Contextualizer(Protocol):
+    name: str
+
+    def contextualize(self, doc: SourceDocument, chunks: list[Chunk]) -> Iterator[tuple[Chunk, Context]]:
+        """Yield (chunk, context) for each chunk as soon as it is ready, in any order: the
+        caller checkpoints each one, so work done before a crash is never paid again. Raise to
+        fail the document: it is never indexed with chunks silently left without context."""
+        ...
+
+
+class NoContext:
+    name = "none"
+
+    def contextualize(self, doc: SourceDocument, chunks: list[Chunk]) -> Iterator[tuple[Chunk, Context]]:
+        for chunk in chunks:
+            yield chunk, Context("")
+
+
+class StructuralContext:
+    """``<title> > <section or definition path>``: what a reader sees in a table of contents."""
+
+    name = "structural"
+
+    def contextualize(self, doc: SourceDocument, chunks: list[Chunk]) -> Iterator[tuple[Chunk, Context]]:
+        title = structure.title_of(doc.text, doc.metadata)
+        for chunk, path in zip(chunks, structure.paths(doc.text, doc.language, chunks)):
+            parts = [title] + [p for p in path if p != title]
+            yield chunk, Context(" > ".join(p for p in parts if p))
+
+
+PROVIDERS: dict[str, Callable[[CollectionConfig], Contextualizer]] = {
+    "none": lambda config: NoContext(),
+    "structural": lambda config: StructuralContext(),
+}
+
+
+def check_name(name: str) -> None:
+    if name not in PROVIDERS:
+        raise ValueError(f"unknown contextualizer {name!r}; choose one of {sorted(PROVIDERS)}")
+
+
+_cache: dict[str, Contextualizer] = {}
+
+
+def for_collection(config: CollectionConfig) -> Contextualizer:
+    key = f"{config.name}:{config.contextualizer}:{config.model}"
+    if key not in _cache:
+        check_name(config.contextualizer)
+        _cache[key] = PROVIDERS[config.contextualizer](config)
+    return _cache[key]
+
+
+def contextualized_text(context: str, chunk: str) -> str:
+    """What goes into BM25 and the embedder: the context first, as the cookbook does."""
+    return f"{context}\n\n{chunk}" if context else chunk

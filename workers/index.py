@@ -1,0 +1,127 @@
+"""The OpenSearch index of a collection: its mapping (the one place it is defined) and writes.
+
+One index per collection, ``situate-<name>``. Each chunk is one OpenSearch document with a
+deterministic ``_id`` (collection, doc_id, chunk number), so a redelivered task or a re-ingest
+overwrites instead of duplicating. The raw chunk and its context are stored apart (to show,
+and to weight separately later); ``contextualized`` — context then chunk — is the BM25 field,
+analyzed for the collection's language; ``vector`` is its embedding, HNSW in Lucene (pure
+Java: the Maven build of k-NN has no native faiss/nmslib libraries).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from opensearchpy import helpers
+
+from workers.collections import CollectionConfig
+from workers.connections import opensearch_client
+from workers.documents import chunk_id
+from workers import embedders
+
+
+def mapping(config: CollectionConfig) -> dict[str, Any]:
+    analyzer = config.language  # the built-in english/french/german analyzers (analysis-common)
+    text = {"type": "text", "analyzer": analyzer}
+    return {
+        "settings": {
+            "index": {"knn": True, "number_of_shards": 1, "number_of_replicas": 0,
+                      "refresh_interval": "1s"},
+        },
+        "mappings": {
+            "_meta": {"situate": config.model_dump()},
+            "dynamic": "strict",
+            "properties": {
+                "doc_id": {"type": "keyword"},
+                "chunk": {"type": "integer"},
+                "version": {"type": "keyword"},
+                "text": text,
+                "context": text,
+                "contextualized": text,
+                "start": {"type": "integer", "index": False},
+                "end": {"type": "integer", "index": False},
+                # Users' metadata: strings become keywords (exact filters), numbers stay numbers.
+                "metadata": {"type": "object", "dynamic": True},
+                "vector": {
+                    "type": "knn_vector",
+                    "dimension": embedders.dimension(config.embedder),
+                    "method": {"name": "hnsw", "engine": "lucene", "space_type": "cosinesimil",
+                               "parameters": {"m": 16, "ef_construction": 128}},
+                },
+            },
+            "dynamic_templates": [
+                {"metadata_strings": {"path_match": "metadata.*", "match_mapping_type": "string",
+                                      "mapping": {"type": "keyword", "ignore_above": 1024}}},
+            ],
+        },
+    }
+
+
+def ensure_index(config: CollectionConfig) -> None:
+    client = opensearch_client()
+    if client.indices.exists(index=config.index_name):
+        return
+    try:
+        client.indices.create(index=config.index_name, body=mapping(config))
+    except Exception as e:  # created meanwhile by another process: fine
+        if "resource_already_exists_exception" not in str(e):
+            raise
+
+
+def delete_index(config: CollectionConfig) -> None:
+    opensearch_client().indices.delete(index=config.index_name, ignore_unavailable=True)
+
+
+def write_chunks(config: CollectionConfig, doc_id: str, version: str, rows: list[dict[str, Any]],
+                 metadata: dict[str, Any]) -> None:
+    """Bulk-index one document's chunks. Raises if any row is refused: a document is either
+    fully written at this version or reported failed."""
+    actions = [
+        {
+            "_op_type": "index",
+            "_index": config.index_name,
+            "_id": chunk_id(config.name, doc_id, row["n"]),
+            "_source": {
+                "doc_id": doc_id, "chunk": row["n"], "version": version, "text": row["text"],
+                "context": row["context"], "contextualized": row["contextualized"],
+                "start": row.get("start"), "end": row.get("end"), "metadata": metadata,
+                "vector": [float(x) for x in row["vector"]],
+            },
+        }
+        for row in rows
+    ]
+    _, errors = helpers.bulk(opensearch_client(), actions, chunk_size=200, raise_on_error=False,
+                             max_retries=3)
+    if errors:
+        first = errors[0].get("index", errors[0])
+        raise RuntimeError(f"OpenSearch refused {len(errors)} chunk(s): {first.get('error')}")
+
+
+def delete_stale(config: CollectionConfig, doc_id: str, keep_version: str) -> int:
+    """Remove the chunks of older versions of a document, once the new version is written.
+
+    Search then bulk-delete by ``_id`` rather than ``_delete_by_query``: the latter lives in the
+    reindex module, which the Maven-assembled node does not carry.
+    """
+    client = opensearch_client()
+    query = {"bool": {"filter": [{"term": {"doc_id": doc_id}}],
+                      "must_not": [{"term": {"version": keep_version}}]}}
+    ids = [h["_id"] for h in helpers.scan(client, index=config.index_name, query={"query": query},
+                                          _source=False, size=1000)]
+    if ids:
+        helpers.bulk(client, ({"_op_type": "delete", "_index": config.index_name, "_id": i} for i in ids),
+                     raise_on_error=False)
+    return len(ids)
+
+
+def delete_document(config: CollectionConfig, doc_id: str) -> int:
+    return delete_stale(config, doc_id, keep_version="\x00none")
+
+
+def count(config: CollectionConfig, doc_id: str | None = None) -> int:
+    body = {"query": {"term": {"doc_id": doc_id}}} if doc_id else None
+    return opensearch_client().count(index=config.index_name, body=body)["count"]
+
+
+def refresh(config: CollectionConfig) -> None:
+    opensearch_client().indices.refresh(index=config.index_name)

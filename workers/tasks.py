@@ -1,0 +1,138 @@
+"""The three pipeline tasks. Each takes only a reference — (collection, doc_id, version) — and
+reads what it needs from the body store and the checkpoints.
+
+    ingest   (queue ingest)      body -> chunks, checkpointed; hands off to the document's shard
+    situate  (queue situate.N)   chunks -> contexts, each checkpointed as it arrives
+    index    (queue index)       contexts -> vectors -> OpenSearch; old versions removed after
+
+Every task is safe to run twice (at-least-once delivery): it does nothing for a version that
+has been superseded, skips work already checkpointed, and writes with deterministic ids.
+Transient faults (Redis/OpenSearch unreachable) are retried with backoff; anything else marks
+the document failed with the reason, and the document alone.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from celery import Task
+from opensearchpy.exceptions import ConnectionError as OpenSearchConnectionError
+from redis.exceptions import ConnectionError as RedisConnectionError, TimeoutError as RedisTimeoutError
+
+from workers import checkpoints, collections, contextualizers, embedders, index, status
+from workers.app import INDEX_QUEUE, app, situate_queue
+from workers.bodies import body_store
+from workers.chunking import guess_language, locate, split
+from workers.documents import BadDocument, shard_for
+from workers.settings import get_settings
+
+log = logging.getLogger("situate.tasks")
+
+TRANSIENT = (RedisConnectionError, RedisTimeoutError, OpenSearchConnectionError, TimeoutError, ConnectionError)
+
+
+class PipelineTask(Task):
+    """Retries transient faults; on a final failure records it on the document, visibly."""
+
+    autoretry_for = TRANSIENT
+    retry_backoff = 2
+    retry_backoff_max = 120
+    retry_jitter = True
+    max_retries = 8
+
+    def on_failure(self, exc, task_id, args, kwargs, einfo):
+        collection, doc_id, version = args[:3]
+        stage = self.name.split(".")[-1]
+        reason = str(exc) if isinstance(exc, BadDocument) else f"{stage} failed: {type(exc).__name__}: {exc}"
+        log.error("document %s/%s failed: %s", collection, doc_id, reason)
+        try:
+            status.set_state(collection, doc_id, version, status.FAILED, error=reason[:2000])
+        except Exception:  # Redis itself gone: the message is re-delivered later anyway
+            log.exception("could not record failure of %s/%s", collection, doc_id)
+
+
+def _current(collection: str, doc_id: str, version: str) -> bool:
+    """False when a newer version was submitted since: this run's work is moot."""
+    doc = status.get(collection, doc_id)
+    return doc is not None and doc.get("version") == version
+
+
+@app.task(name="situate.ingest", base=PipelineTask)
+def ingest(collection: str, doc_id: str, version: str) -> None:
+    if not _current(collection, doc_id, version):
+        return
+    config = collections.load(collection)
+    payload = body_store().get(collection, doc_id, version)
+    if payload is None:
+        if checkpoints.load_chunks(collection, doc_id, version) is None:
+            raise BadDocument("document body is gone from the body store (expired before a worker took it)")
+    else:
+        text, metadata = payload["text"], payload.get("metadata") or {}
+        language = guess_language(text, metadata)
+        if payload.get("chunks") is not None:
+            chunks = locate(text, [(c["n"], c["text"]) for c in payload["chunks"]])
+        else:
+            chunks = split(text, language, config.chunk_tokens, config.chunk_overlap)
+        if not chunks:
+            raise BadDocument("chunking produced no chunk (no text content)")
+        limit = get_settings().max_chunks_per_document
+        if len(chunks) > limit:
+            raise BadDocument(f"document has {len(chunks):,} chunks, over the limit of {limit:,} "
+                              "(SITUATE_MAX_CHUNKS_PER_DOCUMENT)")
+        checkpoints.save_chunks(collection, doc_id, version, chunks, language, metadata)
+        status.set_state(collection, doc_id, version, status.CHUNKED, chunks_total=len(chunks))
+    shard = shard_for(collection, doc_id, get_settings().shards)
+    situate.apply_async((collection, doc_id, version), queue=situate_queue(shard))
+
+
+@app.task(name="situate.situate", base=PipelineTask)
+def situate(collection: str, doc_id: str, version: str) -> None:
+    if not _current(collection, doc_id, version):
+        return
+    config = collections.load(collection)
+    loaded = checkpoints.load_chunks(collection, doc_id, version)
+    if loaded is None:
+        raise BadDocument("chunks are gone from the checkpoint store; submit the document again")
+    chunks, language, metadata = loaded
+    done = checkpoints.load_contexts(collection, doc_id, version)
+    missing = [c for c in chunks if c.n not in done]
+    if missing:
+        payload = body_store().get(collection, doc_id, version)
+        if payload is None:
+            raise BadDocument("document body is gone from the body store; submit the document again")
+        doc = contextualizers.SourceDocument(collection, doc_id, version, payload["text"], language, metadata)
+        for chunk, context in contextualizers.for_collection(config).contextualize(doc, missing):
+            checkpoints.save_context(collection, doc_id, version, chunk.n, context.to_json())
+    status.set_state(collection, doc_id, version, status.SITUATED)
+    index_document.apply_async((collection, doc_id, version), queue=INDEX_QUEUE)
+
+
+@app.task(name="situate.index", base=PipelineTask)
+def index_document(collection: str, doc_id: str, version: str) -> None:
+    if not _current(collection, doc_id, version):
+        return
+    config = collections.load(collection)
+    loaded = checkpoints.load_chunks(collection, doc_id, version)
+    if loaded is None:
+        raise BadDocument("chunks are gone from the checkpoint store; submit the document again")
+    chunks, _, metadata = loaded
+    contexts = checkpoints.load_contexts(collection, doc_id, version)
+    lacking = [c.n for c in chunks if c.n not in contexts]
+    if lacking:
+        raise RuntimeError(f"refusing to index half-situated: no context for chunks {lacking[:20]}")
+    rows = []
+    for c in chunks:
+        context = contexts[c.n]["text"]
+        rows.append({"n": c.n, "text": c.text, "start": c.start, "end": c.end, "context": context,
+                     "contextualized": contextualizers.contextualized_text(context, c.text)})
+    vectors = embedders.get(config.embedder).embed_documents([r["contextualized"] for r in rows])
+    for row, vector in zip(rows, vectors):
+        row["vector"] = vector
+    index.ensure_index(config)
+    index.write_chunks(config, doc_id, version, rows, metadata)
+    removed = index.delete_stale(config, doc_id, version)
+    if status.set_state(collection, doc_id, version, status.INDEXED, indexed_version=version,
+                        chunks=len(rows), chunks_total=len(rows), error=""):
+        body_store().delete(collection, doc_id, version)
+        checkpoints.release(collection, doc_id, version)
+    log.info("indexed %s/%s v%s: %d chunks, %d stale removed", collection, doc_id, version, len(rows), removed)
