@@ -97,25 +97,29 @@ def write_chunks(config: CollectionConfig, doc_id: str, version: str, rows: list
         raise RuntimeError(f"OpenSearch refused {len(errors)} chunk(s): {first.get('error')}")
 
 
-def delete_stale(config: CollectionConfig, doc_id: str, keep_version: str) -> int:
+def delete_stale(config: CollectionConfig, doc_id: str, keep_version: str, keep_chunks: set[int],
+                 previous_chunks: int = 0) -> int:
     """Remove the chunks of older versions of a document, once the new version is written.
 
-    Search then bulk-delete by ``_id`` rather than ``_delete_by_query``: the latter lives in the
-    reindex module, which the Maven-assembled node does not carry.
+    Two sources of stale ids: the chunk numbers the previous version had beyond the new ones
+    (known from its recorded count, visible or not yet refreshed), and a search for other
+    versions of the document. Ids just written are never deleted: a search may still see their
+    previous version until the next refresh. Search-then-delete rather than
+    ``_delete_by_query``: that lives in the reindex module, which our Maven-assembled node
+    does not carry.
     """
     client = opensearch_client()
+    keep = {chunk_id(config.name, doc_id, n) for n in keep_chunks}
+    stale = {chunk_id(config.name, doc_id, n) for n in range(previous_chunks) if n not in keep_chunks}
     query = {"bool": {"filter": [{"term": {"doc_id": doc_id}}],
                       "must_not": [{"term": {"version": keep_version}}]}}
-    ids = [h["_id"] for h in helpers.scan(client, index=config.index_name, query={"query": query},
-                                          _source=False, size=1000)]
-    if ids:
-        helpers.bulk(client, ({"_op_type": "delete", "_index": config.index_name, "_id": i} for i in ids),
+    stale.update(h["_id"] for h in helpers.scan(client, index=config.index_name, query={"query": query},
+                                                _source=False, size=1000))
+    stale -= keep
+    if stale:
+        helpers.bulk(client, ({"_op_type": "delete", "_index": config.index_name, "_id": i} for i in stale),
                      raise_on_error=False)
-    return len(ids)
-
-
-def delete_document(config: CollectionConfig, doc_id: str) -> int:
-    return delete_stale(config, doc_id, keep_version="\x00none")
+    return len(stale)
 
 
 def count(config: CollectionConfig, doc_id: str | None = None) -> int:

@@ -128,9 +128,10 @@ def index_document(collection: str, doc_id: str, version: str) -> None:
     vectors = embedders.get(config.embedder).embed_documents([r["contextualized"] for r in rows])
     for row, vector in zip(rows, vectors):
         row["vector"] = vector
+    previous = status.get(collection, doc_id) or {}
     index.ensure_index(config)
     index.write_chunks(config, doc_id, version, rows, metadata)
-    removed = index.delete_stale(config, doc_id, version)
+    removed = index.delete_stale(config, doc_id, version, {r["n"] for r in rows}, previous.get("chunks", 0))
     if status.set_state(collection, doc_id, version, status.INDEXED, indexed_version=version,
                         chunks=len(rows), chunks_total=len(rows), error=""):
         body_store().delete(collection, doc_id, version)

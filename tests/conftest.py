@@ -1,0 +1,107 @@
+"""Fixtures that talk to the real services: Redis, OpenSearch (started by ops/up) and real
+Celery worker processes started here. Tests use Redis database 15 and collections named
+``t-<random>``, so they never touch a developer's data."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("SITUATE_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+os.environ["SITUATE_REDIS_URL"] = os.environ["SITUATE_TEST_REDIS_URL"]
+os.environ.pop("SITUATE_API_TOKEN", None)
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+COOKBOOK = SHARED / "data" / "cookbook"
+SITUATE = str(Path(sys.executable).with_name("situate"))
+
+
+def _services_up() -> None:
+    from workers.connections import opensearch_client, redis_client
+
+    try:
+        redis_client().ping()
+        opensearch_client().cluster.health()
+    except Exception as e:  # a failure, not a skip: these tests are the point
+        pytest.fail(f"Redis/OpenSearch not reachable ({e}); run ops/up first (ops/test does)", pytrace=False)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def services():
+    _services_up()
+    from workers.connections import redis_client
+
+    redis_client().flushdb()
+    yield
+
+
+def start_worker(env_overrides: dict[str, str] | None = None, concurrency: int = 2, name: str | None = None):
+    env = dict(os.environ)
+    env.update(env_overrides or {})
+    name = name or f"test-{uuid.uuid4().hex[:6]}"
+    log = open(ROOT / ".services" / "logs" / f"{name}.log", "w")
+    proc = subprocess.Popen([SITUATE, "worker", "--concurrency", str(concurrency), "--hostname", f"{name}@%h",
+                             "--loglevel", "INFO"], env=env, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    from workers.app import app
+
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"worker exited with {proc.returncode}; see {log.name}")
+        replies = app.control.ping(timeout=0.5)
+        if any(f"{name}@" in k for r in replies for k in r):
+            return proc
+        time.sleep(0.5)
+    raise RuntimeError("worker did not answer ping within 90 s")
+
+
+def stop_worker(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+@pytest.fixture(scope="session")
+def worker():
+    """Real worker processes, started with an environment that *disagrees* with the
+    collections the tests create: every test thereby checks that workers follow the stored
+    collection settings, not their own environment."""
+    proc = start_worker({"SITUATE_CONTEXTUALIZER": "none", "SITUATE_CHUNK_TOKENS": "40",
+                         "SITUATE_LANGUAGE": "german"})
+    yield proc
+    stop_worker(proc)
+
+
+@pytest.fixture
+def collection_name():
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    yield name
+    from workers import collections
+
+    if collections.exists(name):
+        collections.delete(name)
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    return subprocess.run([SITUATE, *args], capture_output=True, text=True, env=full_env, timeout=timeout)
+
+
+def cookbook_docs() -> list[dict]:
+    return json.loads((COOKBOOK / "codebase_chunks.json").read_text())
+

@@ -1,0 +1,121 @@
+"""Pure functions and static configuration: routing, ids, validation, chunking, Celery
+settings, docker-compose. No services needed beyond what conftest checks."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+
+from workers.chunking import count_tokens, guess_language, locate, split
+from workers.documents import BadDocument, chunk_id, content_version, decode_body, shard_for
+from workers.search import rrf
+from workers import structure
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_shard_is_stable_and_spreads():
+    assert shard_for("c", "doc-1", 8) == shard_for("c", "doc-1", 8)
+    counts = Counter(shard_for("c", f"doc-{i}", 8) for i in range(4000))
+    assert len(counts) == 8 and min(counts.values()) > 400
+    assert shard_for("c", "a", 8) != shard_for("c", "b", 8) or shard_for("c", "a", 8) != shard_for("c", "c", 8)
+
+
+def test_ids_and_versions_are_deterministic():
+    assert chunk_id("c", "d", 3) == chunk_id("c", "d", 3) != chunk_id("c", "d", 4)
+    assert chunk_id("c", "d", 3) != chunk_id("c2", "d", 3)
+    assert content_version("hello") == content_version("hello") != content_version("hello!")
+
+
+@pytest.mark.parametrize("raw, reason", [
+    (b"", "empty"), (b" \n\t ", "empty"), (b"\x00\x01binary", "binary"),
+    ("café".encode("latin-1"), "UTF-8"), (b"x" * 101, "over the limit"),
+    (bytes(range(1, 32)) * 3, "binary"),
+])
+def test_bad_bodies_are_refused_with_a_reason(raw, reason):
+    with pytest.raises(BadDocument, match=reason):
+        decode_body(raw, max_bytes=100)
+
+
+def test_good_body_decodes():
+    assert decode_body("Grüße\n".encode(), max_bytes=100) == "Grüße\n"
+
+
+def test_markdown_chunks_follow_headings_and_respect_size():
+    text = "\n\n".join(f"# Part {i}\n\n" + " ".join(f"word{i}_{j}" for j in range(60)) for i in range(6))
+    chunks = split(text, "markdown", 80, 0)
+    assert len(chunks) >= 6
+    assert all(count_tokens(c.text) <= 80 for c in chunks)
+    assert all(text[c.start:c.end] == c.text for c in chunks)
+    assert sum(c.text.startswith("# Part") for c in chunks) == 6  # every section starts a chunk
+
+
+def test_code_chunks_keep_functions_whole():
+    funcs = [f"def f{i}(x):\n" + "\n".join(f"    x = x + {j}  # step {j}" for j in range(8)) + "\n    return x\n"
+             for i in range(10)]
+    text = "\n\n".join(funcs)
+    assert guess_language(text, {"path": "m.py"}) == "python"
+    chunks = split(text, "python", 120, 0)
+    for c in chunks:
+        assert c.text.count("def ") == c.text.count("return x"), "a function was cut in two"
+
+
+def test_overlap_makes_neighbours_share_text():
+    text = " ".join(f"token{i}" for i in range(400))
+    chunks = split(text, "text", 60, 20)
+    assert all(a.end > b.start for a, b in zip(chunks, chunks[1:]))
+
+
+def test_prechunked_input_kept_exactly():
+    text = "alpha beta gamma. alpha beta gamma."
+    chunks = locate(text, [(5, "alpha beta gamma."), (9, "alpha beta gamma."), (11, "not in text")])
+    assert [(c.n, c.text, c.start) for c in chunks] == [(5, "alpha beta gamma.", 0), (9, "alpha beta gamma.", 18),
+                                                        (11, "not in text", None)]
+
+
+def test_structural_paths_for_code_and_markdown():
+    code = "class Store:\n    def put(self, key):\n        a = 1\n        return a\n"
+    start = code.index("a = 1")
+    chunk = locate(code, [(0, code[start:])])
+    assert structure.code_paths(code, "python", chunk) == [["class Store", "function put"]]
+    md = "# Guide\n\n## Install\n\nRun it.\n\n## Use\n\nCall it.\n"
+    chunks = locate(md, [(0, "Run it."), (1, "Call it.")])
+    assert structure.markdown_paths(md, chunks) == [["Guide", "Install"], ["Guide", "Use"]]
+    assert structure.title_of("/* Copyright 2020 X\n * Licensed MIT */\npackage a.b;\n", {}) == "package a.b;"
+
+
+def test_rrf_rewards_agreement():
+    def hit(i):
+        return {"_id": i, "_source": {"doc_id": i, "chunk": 0, "text": i}}
+    fused = rrf({"bm25": [hit("a"), hit("b")], "dense": [hit("d"), hit("b")]})
+    assert fused[0].doc_id == "b"  # second on both sides beats first on one
+    assert fused[0].score == pytest.approx(2 / 62) and fused[0].ranks == {"bm25": 2, "dense": 2}
+    assert {h.doc_id for h in fused[1:]} == {"a", "d"}
+
+
+def test_celery_is_json_only_and_at_least_once():
+    from workers.app import all_queues, app
+    from workers.settings import get_settings
+
+    c = app.conf
+    assert c.accept_content == ["json"] and c.task_serializer == "json"
+    assert c.task_acks_late and c.task_reject_on_worker_lost and c.worker_prefetch_multiplier == 1
+    assert c.broker_transport_options["visibility_timeout"] > c.task_time_limit
+    assert all_queues() == ["ingest"] + [f"situate.{i}" for i in range(get_settings().shards)] + ["index"]
+
+
+def test_docker_compose_matches_ops():
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    services = compose["services"]
+    assert {"redis", "opensearch", "worker", "api"} <= set(services)
+    assert "appendonly yes" in " ".join(map(str, services["redis"]["command"]))
+    assert "noeviction" in " ".join(map(str, services["redis"]["command"]))
+    for name in ("worker", "api"):
+        env = services[name]["environment"]
+        assert env["SITUATE_REDIS_URL"].startswith("redis://redis:6379")
+        assert env["SITUATE_OPENSEARCH_URL"] == "http://opensearch:9200"
+    assert "situate worker" in " ".join(services["worker"]["command"]) if isinstance(services["worker"]["command"], list) \
+        else "situate worker" in services["worker"]["command"]
