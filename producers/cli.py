@@ -122,7 +122,10 @@ def search(
 
     from workers import search as search_mod
 
+    from workers import embedders
+
     config = _existing(collection)
+    embedders.get(config.embedder)  # load the model before the clock starts
     parsed = {}
     for f in filters:
         key, _, value = f.partition("=")
