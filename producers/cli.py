@@ -86,6 +86,11 @@ def ingest(
             progress.reset(task, total=len(submissions), description="indexing")
             final = submit.wait(config, submissions, timeout=timeout,
                                 on_progress=lambda done, total: progress.update(task, completed=done))
+            # Indexed chunks become searchable at the next refresh (1 s); when this command
+            # returns, they should already be.
+            from workers import index
+
+            index.refresh(config)
     failed = [d for d in final.values() if d["state"] == "failed"]
     pending = [d for d in final.values() if d["state"] not in ("indexed", "failed", "unchanged") and not no_wait]
     unchanged = sum(1 for s in submissions if s.state == "unchanged")
