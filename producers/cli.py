@@ -74,10 +74,11 @@ def ingest(
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), console=err, disable=json_output)
     submissions = []
+    run = submit.new_run()
     with progress:
         task = progress.add_task("queueing", total=None)
         for raw in loaders.load(paths, fmt):
-            submissions.append(submit.submit_one(config, raw))
+            submissions.append(submit.submit_one(config, raw, run))
             progress.advance(task)
         progress.update(task, total=len(submissions))
         if no_wait:
@@ -94,7 +95,7 @@ def ingest(
     failed = [d for d in final.values() if d["state"] == "failed"]
     pending = [d for d in final.values() if d["state"] not in ("indexed", "failed", "unchanged") and not no_wait]
     unchanged = sum(1 for s in submissions if s.state == "unchanged")
-    summary = {"collection": collection, "documents": len(submissions), "unchanged": unchanged,
+    summary = {"collection": collection, "run": run, "documents": len(submissions), "unchanged": unchanged,
                "indexed": sum(1 for d in final.values() if d["state"] == "indexed"),
                "queued": sum(1 for d in final.values() if d["state"] == "queued") if no_wait else 0,
                "failed": [{"doc_id": d["doc_id"], "error": d.get("error")} for d in failed],
@@ -193,6 +194,44 @@ def status(
                       s["embedder"], s["language"])
     out.print(table)
     out.print("queues waiting: " + ", ".join(f"{q}={n}" for q, n in queues.items()))
+
+
+@cli.command()
+def stats(
+    collection: Optional[str] = typer.Option(None, "--collection", "-c"),
+    runs: int = typer.Option(5, help="How many recent runs to show."),
+    json_output: bool = typer.Option(False, "--json"),
+) -> None:
+    """The LLM bill: tokens, cache-read ratio beside the best possible, cost, 429/529 counts."""
+    from workers import usage
+
+    from workers import collections
+
+    names = [collection] if collection else collections.list_names()
+    report = {"all": usage.totals(None) if not collection else None,
+              "collections": {n: {"total": usage.totals(n),
+                                  "runs": {r: usage.totals(n, r) for r in usage.runs(n, runs)}} for n in names}}
+    if json_output:
+        print(json.dumps(report))
+        return
+    table = Table("collection / run", "calls", "tokens in / write / read / out", "cache read (best)",
+                  "cost $", "$ per M doc tokens", "429 / 529 / 5xx")
+
+    def row(label: str, t: dict) -> None:
+        per_m = t["cost_per_million_document_tokens"]
+        table.add_row(label, f"{t['calls']:,}",
+                      f"{t['input_tokens']:,} / {t['cache_write_tokens']:,} / {t['cache_read_tokens']:,} / "
+                      f"{t['output_tokens']:,}",
+                      f"{t['cache_read_ratio']:.1%} ({t['best_read_ratio']:.1%})", f"{t['cost_usd']:.4f}",
+                      "-" if per_m is None else f"{per_m:.2f}", f"{t['http_429']} / {t['http_529']} / {t['http_5xx']}")
+
+    for name, data in report["collections"].items():
+        if not data["total"]["calls"]:
+            continue
+        row(name, data["total"])
+        for run_id, t in data["runs"].items():
+            row(f"  run {run_id}", t)
+    out.print(table)
 
 
 @cli.command("eval")

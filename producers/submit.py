@@ -9,6 +9,7 @@ queued at all: re-ingesting a corpus costs nothing but the hashing.
 from __future__ import annotations
 
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
@@ -61,7 +62,12 @@ def _validate(raw: RawDocument, max_bytes: int) -> tuple[str, list[ChunkInput] |
     return text, chunks
 
 
-def submit_one(config: CollectionConfig, raw: RawDocument) -> Submission:
+def new_run() -> str:
+    """A run groups one ingest command's (or one API request's) documents on the bill."""
+    return time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
+
+
+def submit_one(config: CollectionConfig, raw: RawDocument, run: str | None = None) -> Submission:
     try:
         text, chunks = _validate(raw, get_settings().max_document_bytes)
     except BadDocument as e:
@@ -72,7 +78,7 @@ def submit_one(config: CollectionConfig, raw: RawDocument) -> Submission:
     meta = metadata_hash(raw.metadata)
     if status.is_unchanged(config.name, raw.doc_id, version, meta):
         return Submission(raw.doc_id, "unchanged", version)
-    payload = {"text": text, "metadata": raw.metadata,
+    payload = {"text": text, "metadata": raw.metadata, "run": run,
                "chunks": None if chunks is None else [c.model_dump() for c in chunks]}
     body_store().put(config.name, raw.doc_id, version, payload)
     status.submitted(config.name, raw.doc_id, version, meta)
@@ -81,8 +87,9 @@ def submit_one(config: CollectionConfig, raw: RawDocument) -> Submission:
     return Submission(raw.doc_id, status.QUEUED, version)
 
 
-def submit(config: CollectionConfig, docs: Iterable[RawDocument]) -> list[Submission]:
-    return [submit_one(config, d) for d in docs]
+def submit(config: CollectionConfig, docs: Iterable[RawDocument], run: str | None = None) -> list[Submission]:
+    run = run or new_run()
+    return [submit_one(config, d, run) for d in docs]
 
 
 def wait(config: CollectionConfig, submissions: list[Submission], timeout: float | None = None,

@@ -108,6 +108,14 @@ def ensure(name: str, **requested: Any) -> CollectionConfig:
         raise CollectionError("chunk_overlap must be smaller than chunk_tokens")
     embedders.check_name(config.embedder)
     contextualizers.check_name(config.contextualizer)
+    if config.contextualizer in contextualizers.LLM_PROVIDERS:
+        from workers import models, prompts
+
+        if not config.model:
+            config.model = models.DEFAULT_MODEL
+        models.get(config.model)  # unknown model: an error now, not at the first call
+        if config.prompt:
+            prompts.check_template(config.prompt)
     # SET NX: two producers creating the same collection at once agree on the first one.
     if not redis_client().set(_key(name), config.model_dump_json(), nx=True):
         return ensure(name, **requested)

@@ -29,6 +29,8 @@ class SourceDocument:
     text: str
     language: str
     metadata: dict[str, Any] = field(default_factory=dict)
+    chunks: list[Chunk] = field(default_factory=list)  # all of them, for long-document windows
+    run: str | None = None  # the ingest run, for the bill
 
 
 @dataclass
@@ -70,10 +72,25 @@ class StructuralContext:
             yield chunk, Context(" > ".join(p for p in parts if p))
 
 
+def _anthropic(config: CollectionConfig) -> Contextualizer:
+    from workers.llm import anthropic_contextualizer
+
+    return anthropic_contextualizer(config)
+
+
+def _bedrock(config: CollectionConfig) -> Contextualizer:
+    from workers.llm import bedrock_contextualizer
+
+    return bedrock_contextualizer(config)
+
+
 PROVIDERS: dict[str, Callable[[CollectionConfig], Contextualizer]] = {
     "none": lambda config: NoContext(),
     "structural": lambda config: StructuralContext(),
+    "anthropic": _anthropic,
+    "bedrock": _bedrock,
 }
+LLM_PROVIDERS = ("anthropic", "bedrock")
 
 
 def check_name(name: str) -> None:

@@ -45,6 +45,22 @@ class Settings(BaseSettings):
     task_time_limit_s: int = 3000
 
     embed_batch_size: int = 32
+
+    # LLM contextualizers (see workers/llm.py). Concurrency is per worker process.
+    llm_concurrency: int = 16
+    llm_document_concurrency: int = 8
+    llm_max_attempts: int = 8
+    llm_max_output_tokens: int = 200
+    llm_max_context_chars: int = 1500
+    # Over this (estimated) size a document is situated with the long-document window.
+    llm_max_document_tokens: int = 60_000
+    long_doc_first_chunks: int = 3
+    long_doc_previous_chunks: int = 3
+    # Account limits per model, e.g. {"claude-haiku-4-5": {"rpm": 4000, "itpm": 400000, "otpm": 80000}};
+    # models not listed use the defaults in workers/models.py.
+    rate_limits: dict[str, dict[str, int]] = {}
+    # Bucket capacity in seconds of the limit (60 = a full minute's worth, as Anthropic).
+    rate_limit_burst_s: float = 60.0
     api_token: str = ""
 
 

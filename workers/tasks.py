@@ -100,7 +100,8 @@ def situate(collection: str, doc_id: str, version: str) -> None:
         payload = body_store().get(collection, doc_id, version)
         if payload is None:
             raise BadDocument("document body is gone from the body store; submit the document again")
-        doc = contextualizers.SourceDocument(collection, doc_id, version, payload["text"], language, metadata)
+        doc = contextualizers.SourceDocument(collection, doc_id, version, payload["text"], language, metadata,
+                                             chunks, payload.get("run"))
         for chunk, context in contextualizers.for_collection(config).contextualize(doc, missing):
             checkpoints.save_context(collection, doc_id, version, chunk.n, context.to_json())
     status.set_state(collection, doc_id, version, status.SITUATED)

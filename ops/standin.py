@@ -1,0 +1,434 @@
+"""A local stand-in for the paid LLM APIs: Anthropic Messages (streaming, Message Batches) and
+Bedrock Converse, driven by tests and benchmarks through the real SDKs (``ANTHROPIC_BASE_URL``,
+``AWS_ENDPOINT_URL_BEDROCK_RUNTIME``). Our cost and cache figures come from it, so it follows
+the caching rules that matter (DESIGN.md):
+
+- the cache key is the exact prefix up to the breakpoint (``cache_control`` / ``cachePoint``);
+- an entry becomes visible only when the response that writes it *starts* (after its time to
+  first byte): calls sent together before that each pay a full write;
+- entries live ``ttl_s`` (300 s), refreshed on every hit;
+- prefixes under the model's minimum (``workers/models.py``) are never cached: both counters 0;
+- usage fields as the real APIs name them; cache reads don't count toward input-token limits;
+- token buckets per model for requests / input / output tokens per minute: 429 with
+  ``retry-after``; injected 529 ``overloaded_error`` with probability ``p_529``;
+- a latency model in which uncached input tokens cost time and cache reads almost none;
+- deterministic answers built from the document's first line and the chunk.
+
+Tokens are counted with its own rule (words and punctuation marks), not the client's estimate.
+Run: ``python ops/standin.py --port 8100``; ``GET /standin/stats``, ``POST /standin/config``,
+``POST /standin/reset``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import math
+import random
+import re
+import sys
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import uvicorn  # noqa: E402
+from fastapi import FastAPI, Request  # noqa: E402
+from fastapi.responses import JSONResponse, Response, StreamingResponse  # noqa: E402
+
+from workers import models  # noqa: E402
+
+_TOKEN = re.compile(r"\w+|[^\w\s]")
+
+
+def count_tokens(text: str) -> int:
+    return len(_TOKEN.findall(text))
+
+
+@dataclass
+class Config:
+    base_latency_s: float = 0.2             # time to first byte, fixed part
+    uncached_s_per_ktok: float = 0.08       # + per 1,000 uncached input or written tokens
+    read_s_per_ktok: float = 0.005          # + per 1,000 tokens read from cache
+    output_s_per_tok: float = 0.004         # generation time per output token
+    ttl_s: float = 300.0
+    p_529: float = 0.0
+    seed: int = 7
+    limits: dict[str, dict[str, int]] = field(default_factory=dict)  # model -> {rpm, itpm, otpm}
+    burst_s: float = 60.0
+    batch_delay_s: float = 0.5
+    # Fault injection for tests: a prompt containing ``fail_marker`` gets a 400, one containing
+    # ``empty_marker`` an empty answer.
+    fail_marker: str = ""
+    empty_marker: str = ""
+
+
+class Bucket:
+    def __init__(self, per_minute: int, burst_s: float):
+        self.rate = per_minute / 60.0
+        self.cap = max(1.0, per_minute * burst_s / 60.0)
+        self.level, self.ts = self.cap, time.monotonic()
+
+    def refill(self) -> None:
+        now = time.monotonic()
+        self.level = min(self.cap, self.level + (now - self.ts) * self.rate)
+        self.ts = now
+
+    def wait_for(self, need: float) -> float:
+        self.refill()
+        need = min(need, self.cap)
+        return 0.0 if self.level >= need else (need - self.level) / self.rate
+
+
+class StandIn:
+    def __init__(self, config: Config):
+        self.config = config
+        self.reset()
+
+    def reset(self) -> None:
+        self.cache: dict[str, dict[str, float]] = {}
+        self.buckets: dict[str, list[Bucket]] = {}
+        self.random = random.Random(self.config.seed)
+        self.stats: dict[str, Any] = {"requests": 0, "ok": 0, "http_429": 0, "http_529": 0, "input_tokens": 0,
+                                      "cache_write_tokens": 0, "cache_read_tokens": 0, "output_tokens": 0,
+                                      "in_flight": 0, "max_in_flight": 0, "first_at": None, "last_at": None,
+                                      "batch_requests": 0}
+        self.batches: dict[str, dict[str, Any]] = {}
+
+    # -- caching -------------------------------------------------------------------------------
+    def plan(self, model: str, blocks: list[tuple[str, bool]], ttl_s: float) -> dict[str, int]:
+        """blocks: (text, breakpoint after it). Decide what is read, written, or plain input."""
+        spec = models.get(model)
+        now = time.monotonic()
+        last_bp = max((i for i, (_, bp) in enumerate(blocks) if bp), default=-1)
+        prefix = "".join(t for t, _ in blocks[: last_bp + 1])
+        rest = "".join(t for t, _ in blocks[last_bp + 1:])
+        prefix_tokens, rest_tokens = count_tokens(prefix), count_tokens(rest)
+        usage = {"input_tokens": rest_tokens, "cache_write_tokens": 0, "cache_read_tokens": 0}
+        if last_bp < 0 or prefix_tokens < spec.min_cacheable_tokens:
+            usage["input_tokens"] += prefix_tokens
+            return usage
+        key = hashlib.sha256(f"{spec.id}\x00{ttl_s}\x00{prefix}".encode()).hexdigest()
+        entry = self.cache.get(key)
+        if entry and entry["visible_at"] <= now < entry["expires_at"]:
+            usage["cache_read_tokens"] = prefix_tokens
+            entry["expires_at"] = now + ttl_s  # refreshed on each hit
+        else:
+            usage["cache_write_tokens"] = prefix_tokens
+            usage["_key"] = key  # type: ignore[assignment]
+        return usage
+
+    def ttfb(self, usage: dict[str, int]) -> float:
+        c = self.config
+        uncached = usage["input_tokens"] + usage["cache_write_tokens"]
+        return c.base_latency_s + uncached / 1000 * c.uncached_s_per_ktok + usage["cache_read_tokens"] / 1000 * c.read_s_per_ktok
+
+    def commit_write(self, usage: dict[str, Any], visible_at: float, ttl_s: float) -> None:
+        key = usage.pop("_key", None)
+        if key:
+            old = self.cache.get(key)
+            if not old or old["expires_at"] <= time.monotonic():
+                self.cache[key] = {"visible_at": visible_at, "expires_at": visible_at + ttl_s}
+
+    # -- limits --------------------------------------------------------------------------------
+    def admit(self, model: str, usage: dict[str, int], max_tokens: int) -> float:
+        """0 if admitted (and charged), else seconds to wait (the retry-after)."""
+        spec = models.get(model)
+        limits = self.config.limits.get(spec.id)
+        if not limits:
+            return 0.0
+        if spec.id not in self.buckets:
+            self.buckets[spec.id] = [Bucket(limits[k], self.config.burst_s) for k in ("rpm", "itpm", "otpm")]
+        buckets = self.buckets[spec.id]
+        needs = (1, usage["input_tokens"] + usage["cache_write_tokens"], max_tokens)
+        wait = max(b.wait_for(n) for b, n in zip(buckets, needs))
+        if wait > 0:
+            return wait
+        for b, n in zip(buckets, needs):
+            b.level -= min(n, b.cap)
+        return 0.0
+
+    def refund_output(self, model: str, max_tokens: int, used: int) -> None:
+        spec = models.get(model)
+        if spec.id in self.buckets:
+            self.buckets[spec.id][2].level += max(0, max_tokens - used)
+
+    # -- answers -------------------------------------------------------------------------------
+    @staticmethod
+    def answer(full_text: str, max_tokens: int) -> str:
+        doc = re.search(r"<document>\n(.*?)(\n</document>|$)", full_text, re.S)
+        chunk = re.search(r"<chunk>\n(.*?)\n</chunk>", full_text, re.S)
+        title = next((ln.strip(" /#*!") for ln in (doc.group(1) if doc else "").splitlines() if ln.strip(" /#*!")), "")
+        words = (chunk.group(1) if chunk else full_text).split()[:14]
+        text = f"This chunk is from the document that begins '{title[:80]}'; it covers {' '.join(words)}."
+        tokens = _TOKEN.findall(text)
+        if len(tokens) > max_tokens:
+            text = " ".join(tokens[:max_tokens])
+        return text
+
+    def begin(self) -> None:
+        s = self.stats
+        s["requests"] += 1
+        s["in_flight"] += 1
+        s["max_in_flight"] = max(s["max_in_flight"], s["in_flight"])
+        s["first_at"] = s["first_at"] or time.time()
+
+    def end(self, usage: dict[str, int] | None) -> None:
+        s = self.stats
+        s["in_flight"] -= 1
+        s["last_at"] = time.time()
+        if usage:
+            s["ok"] += 1
+            for k in ("input_tokens", "cache_write_tokens", "cache_read_tokens", "output_tokens"):
+                s[k] += usage.get(k, 0)
+
+
+def anthropic_blocks(body: dict[str, Any]) -> tuple[list[tuple[str, bool]], float]:
+    blocks: list[tuple[str, bool]] = []
+    ttl = 300.0
+    system = body.get("system")
+    if isinstance(system, str):
+        blocks.append((system, False))
+    elif isinstance(system, list):
+        for b in system:
+            blocks.append((b.get("text", ""), "cache_control" in b))
+    for message in body.get("messages", []):
+        content = message.get("content")
+        if isinstance(content, str):
+            blocks.append((content, False))
+            continue
+        for b in content:
+            cc = b.get("cache_control")
+            if cc and cc.get("ttl") == "1h":
+                ttl = 3600.0
+            blocks.append((b.get("text", ""), bool(cc)))
+    return blocks, ttl
+
+
+def anthropic_error(status: int, kind: str, message: str, retry_after: float | None = None) -> JSONResponse:
+    headers = {"retry-after": str(max(1, math.ceil(retry_after)))} if retry_after is not None else {}
+    return JSONResponse({"type": "error", "error": {"type": kind, "message": message}}, status_code=status,
+                        headers=headers)
+
+
+def make_app(standin: StandIn) -> FastAPI:
+    app = FastAPI(title="situate stand-in for Anthropic and Bedrock")
+
+    def usage_json(u: dict[str, int], ttl: float) -> dict[str, Any]:
+        write = u["cache_write_tokens"]
+        return {"input_tokens": u["input_tokens"], "cache_creation_input_tokens": write,
+                "cache_read_input_tokens": u["cache_read_tokens"], "output_tokens": u.get("output_tokens", 0),
+                "cache_creation": {"ephemeral_5m_input_tokens": write if ttl < 3600 else 0,
+                                   "ephemeral_1h_input_tokens": write if ttl >= 3600 else 0}}
+
+    async def prepare(model: str, blocks, ttl: float, max_tokens: int):
+        """Shared by both protocols: 529 injection, cache plan, limits. Returns (usage, error)."""
+        if standin.config.p_529 and standin.random.random() < standin.config.p_529:
+            standin.stats["http_529"] += 1
+            return None, ("http_529", None)
+        u = standin.plan(model, blocks, ttl)
+        wait = standin.admit(model, u, max_tokens)
+        if wait > 0:
+            standin.stats["http_429"] += 1
+            u.pop("_key", None)
+            return None, ("http_429", wait)
+        return u, None
+
+    @app.post("/v1/messages")
+    async def messages(request: Request):
+        body = await request.json()
+        model, max_tokens = body["model"], int(body.get("max_tokens", 256))
+        try:
+            models.get(model)
+        except ValueError as e:
+            return anthropic_error(404, "not_found_error", str(e))
+        blocks, ttl = anthropic_blocks(body)
+        full = "".join(t for t, _ in blocks)
+        if standin.config.fail_marker and standin.config.fail_marker in full:
+            return anthropic_error(400, "invalid_request_error", "this prompt is refused (fail_marker)")
+        standin.begin()
+        u, err = await prepare(model, blocks, ttl, max_tokens)
+        if err:
+            standin.end(None)
+            if err[0] == "http_529":
+                return anthropic_error(529, "overloaded_error", "Overloaded")
+            return anthropic_error(429, "rate_limit_error", "rate limit exceeded", err[1])
+        first_byte = standin.ttfb(u)
+        visible_at = time.monotonic() + first_byte
+        standin.commit_write(u, visible_at, ttl)  # visible once this response starts
+        text = standin.answer(full, max_tokens)
+        if standin.config.empty_marker and standin.config.empty_marker in full:
+            text = ""
+        u["output_tokens"] = count_tokens(text)
+        gen = u["output_tokens"] * standin.config.output_s_per_tok
+        msg_id = "msg_" + uuid.uuid4().hex[:24]
+
+        if not body.get("stream"):
+            await asyncio.sleep(first_byte + gen)
+            standin.refund_output(model, max_tokens, u["output_tokens"])
+            standin.end(u)
+            return {"id": msg_id, "type": "message", "role": "assistant", "model": model,
+                    "content": [{"type": "text", "text": text}], "stop_reason": "end_turn",
+                    "stop_sequence": None, "usage": usage_json(u, ttl)}
+
+        async def events():
+            def sse(kind: str, data: dict[str, Any]) -> bytes:
+                return f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n".encode()
+            try:
+                await asyncio.sleep(first_byte)
+                start_usage = usage_json({**u, "output_tokens": 1}, ttl)
+                yield sse("message_start", {"message": {"id": msg_id, "type": "message", "role": "assistant",
+                                                        "model": model, "content": [], "stop_reason": None,
+                                                        "stop_sequence": None, "usage": start_usage}})
+                yield sse("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}})
+                pieces = re.findall(r"\S+\s*", text) or [""]
+                step = max(1, len(pieces) // 4)
+                for i in range(0, len(pieces), step):
+                    await asyncio.sleep(gen * step / len(pieces))
+                    yield sse("content_block_delta", {"index": 0, "delta": {"type": "text_delta",
+                                                                            "text": "".join(pieces[i:i + step])}})
+                yield sse("content_block_stop", {"index": 0})
+                yield sse("message_delta", {"delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                                            "usage": {"output_tokens": u["output_tokens"]}})
+                yield sse("message_stop", {})
+            finally:
+                standin.refund_output(model, max_tokens, u["output_tokens"])
+                standin.end(u)
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    # -- Message Batches -------------------------------------------------------------------------
+    def batch_view(b: dict[str, Any], base: str) -> dict[str, Any]:
+        done = b["processing_status"] == "ended"
+        return {"id": b["id"], "type": "message_batch", "processing_status": b["processing_status"],
+                "request_counts": b["counts"], "created_at": b["created_at"],
+                "expires_at": b["created_at"], "ended_at": b.get("ended_at"), "archived_at": None,
+                "cancel_initiated_at": None,
+                "results_url": f"{base}/v1/messages/batches/{b['id']}/results" if done else None}
+
+    async def run_batch(batch: dict[str, Any]) -> None:
+        await asyncio.sleep(standin.config.batch_delay_s)
+        for req in batch["requests"]:
+            params = req["params"]
+            blocks, ttl = anthropic_blocks(params)
+            standin.begin()
+            standin.stats["batch_requests"] += 1
+            u = standin.plan(params["model"], blocks, ttl)
+            standin.commit_write(u, time.monotonic(), ttl)  # batches run one after another here
+            text = standin.answer("".join(t for t, _ in blocks), int(params.get("max_tokens", 256)))
+            u["output_tokens"] = count_tokens(text)
+            standin.end(u)
+            batch["results"].append({"custom_id": req["custom_id"], "result": {"type": "succeeded", "message": {
+                "id": "msg_" + uuid.uuid4().hex[:24], "type": "message", "role": "assistant",
+                "model": params["model"], "content": [{"type": "text", "text": text}],
+                "stop_reason": "end_turn", "stop_sequence": None, "usage": usage_json(u, ttl)}}})
+            batch["counts"]["processing"] -= 1
+            batch["counts"]["succeeded"] += 1
+        batch["processing_status"] = "ended"
+        batch["ended_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+    @app.post("/v1/messages/batches")
+    async def create_batch(request: Request):
+        body = await request.json()
+        batch_id = "msgbatch_" + uuid.uuid4().hex[:20]
+        batch = {"id": batch_id, "requests": body["requests"], "results": [], "processing_status": "in_progress",
+                 "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                 "counts": {"processing": len(body["requests"]), "succeeded": 0, "errored": 0,
+                            "canceled": 0, "expired": 0}}
+        standin.batches[batch_id] = batch
+        asyncio.get_running_loop().create_task(run_batch(batch))
+        return batch_view(batch, str(request.base_url).rstrip("/"))
+
+    @app.get("/v1/messages/batches/{batch_id}")
+    async def get_batch(batch_id: str, request: Request):
+        batch = standin.batches.get(batch_id)
+        if not batch:
+            return anthropic_error(404, "not_found_error", "no such batch")
+        return batch_view(batch, str(request.base_url).rstrip("/"))
+
+    @app.get("/v1/messages/batches/{batch_id}/results")
+    async def batch_results(batch_id: str):
+        batch = standin.batches.get(batch_id)
+        if not batch or batch["processing_status"] != "ended":
+            return anthropic_error(404, "not_found_error", "results not ready")
+        return Response("\n".join(json.dumps(r) for r in batch["results"]) + "\n", media_type="application/binary")
+
+    # -- Bedrock Converse ------------------------------------------------------------------------
+    @app.post("/model/{model_id:path}/converse")
+    async def converse(model_id: str, request: Request):
+        body = await request.json()
+        try:
+            models.get(model_id)
+        except ValueError as e:
+            return JSONResponse({"message": str(e)}, status_code=400,
+                                headers={"x-amzn-ErrorType": "ValidationException:"})
+        blocks: list[tuple[str, bool]] = []
+        for message in body.get("messages", []):
+            for b in message.get("content", []):
+                if "cachePoint" in b and blocks:
+                    blocks[-1] = (blocks[-1][0], True)
+                elif "text" in b:
+                    blocks.append((b["text"], False))
+        max_tokens = int(body.get("inferenceConfig", {}).get("maxTokens", 256))
+        standin.begin()
+        u, err = await prepare(model_id, blocks, 300.0, max_tokens)
+        if err:
+            standin.end(None)
+            if err[0] == "http_529":
+                return JSONResponse({"message": "Service unavailable"}, status_code=503,
+                                    headers={"x-amzn-ErrorType": "ServiceUnavailableException:"})
+            return JSONResponse({"message": "Too many requests, please wait before trying again."}, status_code=429,
+                                headers={"x-amzn-ErrorType": "ThrottlingException:",
+                                         "retry-after": str(max(1, math.ceil(err[1])))})
+        first_byte = standin.ttfb(u)
+        standin.commit_write(u, time.monotonic() + first_byte, 300.0)
+        text = standin.answer("".join(t for t, _ in blocks), max_tokens)
+        u["output_tokens"] = count_tokens(text)
+        await asyncio.sleep(first_byte + u["output_tokens"] * standin.config.output_s_per_tok)
+        standin.refund_output(model_id, max_tokens, u["output_tokens"])
+        standin.end(u)
+        return {"output": {"message": {"role": "assistant", "content": [{"text": text}]}}, "stopReason": "end_turn",
+                "usage": {"inputTokens": u["input_tokens"], "outputTokens": u["output_tokens"],
+                          "totalTokens": u["input_tokens"] + u["output_tokens"] + u["cache_write_tokens"] + u["cache_read_tokens"],
+                          "cacheReadInputTokens": u["cache_read_tokens"], "cacheWriteInputTokens": u["cache_write_tokens"]},
+                "metrics": {"latencyMs": int(first_byte * 1000)}}
+
+    # -- control ---------------------------------------------------------------------------------
+    @app.get("/standin/stats")
+    async def stats():
+        return {**standin.stats, "cache_entries": len(standin.cache), "config": asdict(standin.config)}
+
+    @app.post("/standin/reset")
+    async def reset():
+        standin.reset()
+        return {"ok": True}
+
+    @app.post("/standin/config")
+    async def configure(request: Request):
+        changes = await request.json()
+        for k, v in changes.items():
+            if not hasattr(standin.config, k):
+                return JSONResponse({"error": f"unknown setting {k}"}, status_code=400)
+            setattr(standin.config, k, v)
+        standin.reset()
+        return asdict(standin.config)
+
+    return app
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--port", type=int, default=8100)
+    parser.add_argument("--config", default="{}", help="JSON overrides of the Config fields")
+    args = parser.parse_args()
+    config = Config(**json.loads(args.config))
+    uvicorn.run(make_app(StandIn(config)), host="127.0.0.1", port=args.port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,328 @@
+"""LLM contextualizers (Anthropic Messages API, Bedrock Converse) and the scheduling that makes
+prompt caching pay: per document, the first call alone; once its response has *started* (the
+moment its cache entry becomes visible) the rest of the document's chunks in parallel, up to a
+per-document and a per-worker bound. All of a document's calls are issued together, so they
+sit well inside the cache TTL; documents too short for the model's cache minimum get no
+breakpoint (a write would cost 1.25x for nothing) and fan out at once.
+
+Long documents (over ``llm_max_document_tokens``): the first k chunks stand for the document
+as the cached block, then the m chunks just before the current one, never a chunk twice.
+
+Faults: 429 waits ``retry-after`` (and empties the shared request bucket so every worker
+backs off); 529 backs off exponentially with jitter; other 5xx and connection errors retry;
+any other 4xx, an empty or refused answer fail the chunk — and so the document, visibly.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Protocol
+
+from workers import models, prompts, usage
+from workers.chunking import Chunk
+from workers.collections import CollectionConfig
+from workers.contextualizers import Context, SourceDocument
+from workers.ratelimit import RateLimiter
+from workers.settings import get_settings
+
+
+class LLMError(RuntimeError):
+    """A chunk that cannot be situated (after retries, or a permanent refusal)."""
+
+
+class Fault(Exception):
+    """A retryable provider answer: kind is http_429, http_529 or http_5xx."""
+
+    def __init__(self, kind: str, retry_after: float | None = None, detail: str = ""):
+        super().__init__(f"{kind}: {detail}"[:300])
+        self.kind, self.retry_after = kind, retry_after
+
+
+@dataclass
+class Prompt:
+    cached: str | None     # the document block; identical for every chunk of the document
+    cache: bool            # put a breakpoint after it (False below the model's minimum)
+    preceding: str | None  # long documents: the chunks just before this one
+    instruction: str
+
+
+@dataclass
+class Answer:
+    text: str
+    stop_reason: str | None
+    input_tokens: int
+    cache_write_tokens: int
+    cache_read_tokens: int
+    output_tokens: int
+
+
+class Provider(Protocol):
+    model: str
+
+    def call(self, prompt: Prompt, max_tokens: int, on_started: Callable[[], None]) -> Answer:
+        """One attempt. Calls ``on_started`` as soon as the response starts. Raises Fault for
+        retryable answers, LLMError for permanent ones."""
+        ...
+
+
+class AnthropicProvider:
+    """Messages API, streamed, so the fan-out can begin at ``message_start``."""
+
+    def __init__(self, model: str):
+        import anthropic
+
+        if not os.environ.get("ANTHROPIC_API_KEY") and not os.environ.get("ANTHROPIC_AUTH_TOKEN"):
+            raise LLMError("ANTHROPIC_API_KEY is not set on this worker")
+        self.anthropic = anthropic
+        # Retries are ours: counted, shared with the limiter, and bounded in time.
+        self.client = anthropic.Anthropic(max_retries=0, timeout=120.0)
+        self.model = model
+
+    def call(self, prompt: Prompt, max_tokens: int, on_started: Callable[[], None]) -> Answer:
+        a = self.anthropic
+        content: list[dict[str, Any]] = []
+        if prompt.cached is not None:
+            block: dict[str, Any] = {"type": "text", "text": prompt.cached}
+            if prompt.cache:
+                block["cache_control"] = {"type": "ephemeral"}
+            content.append(block)
+        if prompt.preceding:
+            content.append({"type": "text", "text": prompt.preceding})
+        content.append({"type": "text", "text": prompt.instruction})
+        text, stop, u_in, u_write, u_read, u_out = [], None, 0, 0, 0, 0
+        try:
+            stream = self.client.messages.create(model=self.model, max_tokens=max_tokens,
+                                                 messages=[{"role": "user", "content": content}], stream=True)
+            for event in stream:
+                if event.type == "message_start":
+                    on_started()
+                    u = event.message.usage
+                    u_in, u_out = u.input_tokens or 0, u.output_tokens or 0
+                    u_write = u.cache_creation_input_tokens or 0
+                    u_read = u.cache_read_input_tokens or 0
+                elif event.type == "content_block_delta" and getattr(event.delta, "type", "") == "text_delta":
+                    text.append(event.delta.text)
+                elif event.type == "message_delta":
+                    stop = event.delta.stop_reason
+                    u_out = event.usage.output_tokens or u_out
+        except a.RateLimitError as e:
+            raise Fault("http_429", _retry_after(e.response), str(e)) from None
+        except a.APIStatusError as e:
+            status = getattr(e, "status_code", None) or 0
+            if status == 529 or "overloaded" in str(e).lower():
+                raise Fault("http_529", _retry_after(getattr(e, "response", None)), str(e)) from None
+            if status >= 500:
+                raise Fault("http_5xx", None, str(e)) from None
+            raise LLMError(f"Anthropic refused the request ({status}): {e}") from None
+        except (a.APIConnectionError, a.APITimeoutError) as e:
+            raise Fault("http_5xx", None, f"connection: {e}") from None
+        return Answer("".join(text), stop, u_in, u_write, u_read, u_out)
+
+
+class BedrockProvider:
+    """Converse API through boto3 (standard credential chain; ``AWS_ENDPOINT_URL_BEDROCK_RUNTIME``
+    honoured by boto3 itself). Not streamed: the cache entry is visible once it answers."""
+
+    def __init__(self, model: str):
+        import boto3
+        from botocore.config import Config
+
+        spec = models.get(model)
+        self.model = model if model != spec.id else (spec.bedrock_id or model)
+        self.client = boto3.client("bedrock-runtime", config=Config(retries={"max_attempts": 1, "mode": "standard"},
+                                                                    read_timeout=120))
+
+    def call(self, prompt: Prompt, max_tokens: int, on_started: Callable[[], None]) -> Answer:
+        from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
+
+        content: list[dict[str, Any]] = []
+        if prompt.cached is not None:
+            content.append({"text": prompt.cached})
+            if prompt.cache:
+                content.append({"cachePoint": {"type": "default"}})
+        if prompt.preceding:
+            content.append({"text": prompt.preceding})
+        content.append({"text": prompt.instruction})
+        try:
+            r = self.client.converse(modelId=self.model, messages=[{"role": "user", "content": content}],
+                                     inferenceConfig={"maxTokens": max_tokens, "temperature": 0.0})
+        except ClientError as e:
+            code = e.response.get("Error", {}).get("Code", "")
+            status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+            headers = e.response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
+            if code == "ThrottlingException" or status == 429:
+                ra = headers.get("retry-after")
+                raise Fault("http_429", float(ra) if ra else None, code) from None
+            if code in ("ServiceUnavailableException", "ModelNotReadyException") or status in (503, 529):
+                raise Fault("http_529", None, code) from None
+            if status >= 500:
+                raise Fault("http_5xx", None, code) from None
+            raise LLMError(f"Bedrock refused the request ({code}): {e}") from None
+        except (EndpointConnectionError, ReadTimeoutError) as e:
+            raise Fault("http_5xx", None, f"connection: {e}") from None
+        on_started()
+        u = r.get("usage", {})
+        text = "".join(block.get("text", "") for block in r["output"]["message"]["content"])
+        return Answer(text, r.get("stopReason"), u.get("inputTokens", 0), u.get("cacheWriteInputTokens", 0),
+                      u.get("cacheReadInputTokens", 0), u.get("outputTokens", 0))
+
+
+def _retry_after(response) -> float | None:
+    try:
+        value = response.headers.get("retry-after") if response is not None else None
+        return float(value) if value else None
+    except (TypeError, ValueError):
+        return None
+
+
+_pool_lock = threading.Lock()
+_pool: ThreadPoolExecutor | None = None
+
+
+def worker_pool() -> ThreadPoolExecutor:
+    """One pool per process: its size is the per-worker bound on calls in flight."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=get_settings().llm_concurrency, thread_name_prefix="llm")
+        return _pool
+
+
+def window(chunks: list[Chunk], i: int, first: int, previous: int) -> tuple[list[Chunk], list[Chunk]]:
+    """The long-document window for chunk ``i``: the first ``first`` chunks, then the
+    ``previous`` chunks before ``i`` that are not already among them."""
+    start = max(first, i - previous)
+    return chunks[:first], chunks[start:i]
+
+
+class LLMContextualizer:
+    def __init__(self, config: CollectionConfig, provider: Provider, scope: str):
+        s = get_settings()
+        self.config = config
+        self.provider = provider
+        self.spec = models.get(config.model)
+        limits = s.rate_limits.get(config.model)
+        self.limiter = RateLimiter(f"{scope}:{config.model}",
+                                   models.Limits(**limits) if limits else self.spec.limits, s.rate_limit_burst_s)
+        self.name = config.contextualizer
+
+    # -- one chunk ---------------------------------------------------------------------------
+    def _prompt(self, doc: SourceDocument, chunk: Chunk, long_doc: bool) -> Prompt:
+        s = get_settings()
+        instruction = prompts.chunk_instruction(chunk.text, self.config.prompt)
+        if not long_doc:
+            cached = prompts.document_block(doc.text)
+            preceding = None
+        else:
+            position = next(i for i, c in enumerate(doc.chunks) if c.n == chunk.n)
+            head, before = window(doc.chunks, position, s.long_doc_first_chunks, s.long_doc_previous_chunks)
+            cached = prompts.document_block("".join(c.text for c in head), partial=True)
+            preceding = prompts.PRECEDING_BLOCK.format(preceding="".join(c.text for c in before)) if before else None
+        # A breakpoint costs nothing below the model's minimum (the API then caches nothing and
+        # charges plain input), so near the threshold we set it rather than trust an estimate;
+        # a single-chunk document never reads its write back, so it gets none.
+        cache = len(doc.chunks) > 1 and models.estimate_tokens(cached) >= 0.8 * self.spec.min_cacheable_tokens
+        return Prompt(cached, cache, preceding, instruction)
+
+    def _situate(self, doc: SourceDocument, run: str | None, chunk: Chunk, prompt: Prompt, expect_read: bool,
+                 started: threading.Event) -> Context:
+        s = get_settings()
+        cached_tokens = models.estimate_tokens(prompt.cached or "")
+        rest_tokens = models.estimate_tokens(prompt.instruction + (prompt.preceding or ""))
+        # Reserve what the provider will count: cache reads don't count toward input limits.
+        reserve_in = rest_tokens + (0 if (prompt.cache and expect_read) else cached_tokens)
+        for attempt in range(1, s.llm_max_attempts + 1):
+            reservation = self.limiter.acquire(reserve_in, s.llm_max_output_tokens)
+            t0 = time.monotonic()
+            try:
+                answer = self.provider.call(prompt, s.llm_max_output_tokens, started.set)
+            except Fault as fault:
+                self.limiter.settle(reservation, 0, 0)
+                usage.record_fault(doc.collection, run, fault.kind)
+                if attempt == s.llm_max_attempts:
+                    raise LLMError(f"chunk {chunk.n}: gave up after {attempt} attempts ({fault})") from None
+                if fault.kind == "http_429":
+                    delay = fault.retry_after if fault.retry_after is not None else 2.0
+                    self.limiter.penalize(delay)
+                else:
+                    delay = min(60.0, 1.0 * 2 ** (attempt - 1))
+                time.sleep(delay * (1 + random.random() * 0.25))
+                continue
+            latency = time.monotonic() - t0
+            self.limiter.settle(reservation, answer.input_tokens + answer.cache_write_tokens, answer.output_tokens)
+            cost = models.cost_usd(self.spec, answer.input_tokens, answer.cache_write_tokens,
+                                   answer.cache_read_tokens, answer.output_tokens)
+            u = {"model": self.config.model, "input_tokens": answer.input_tokens,
+                 "cache_write_tokens": answer.cache_write_tokens, "cache_read_tokens": answer.cache_read_tokens,
+                 "output_tokens": answer.output_tokens, "cost_usd": cost, "attempt": attempt,
+                 "latency_ms": round(latency * 1000)}
+            usage.record_call(doc.collection, run, doc.doc_id, chunk.n, self.config.model, u, latency, cost, attempt)
+            text = " ".join(answer.text.split())
+            if answer.stop_reason == "refusal":
+                raise LLMError(f"chunk {chunk.n}: the model refused to answer")
+            if not text:
+                raise LLMError(f"chunk {chunk.n}: the model returned an empty context")
+            return Context(text[: s.llm_max_context_chars], u)
+        raise AssertionError("unreachable")
+
+    # -- one document ------------------------------------------------------------------------
+    def contextualize(self, doc: SourceDocument, chunks: list[Chunk]) -> Iterator[tuple[Chunk, Context]]:
+        s = get_settings()
+        run = doc.run
+        long_doc = models.estimate_tokens(doc.text) > s.llm_max_document_tokens
+        plans = [(c, self._prompt(doc, c, long_doc)) for c in chunks]
+        if not plans:
+            return
+        cacheable = plans[0][1].cache
+        pool = worker_pool()
+        started = threading.Event()
+        calls: list[dict[str, Any]] = []
+        pending: dict[Future, Chunk] = {}
+        queue = list(plans)
+
+        def submit(chunk: Chunk, prompt: Prompt, expect_read: bool) -> None:
+            pending[pool.submit(self._situate, doc, run, chunk, prompt, expect_read, started)] = chunk
+
+        try:
+            if cacheable and len(queue) > 1:
+                # Warm first: one call, and wait until its response starts (or it ends).
+                chunk, prompt = queue.pop(0)
+                submit(chunk, prompt, expect_read=False)
+                first = next(iter(pending))
+                while not started.wait(0.05) and not first.done():
+                    pass
+                if first.done() and first.exception():
+                    raise first.exception()
+            else:
+                started.set()
+            bound = s.llm_document_concurrency
+            while queue or pending:
+                while queue and len(pending) < bound:
+                    chunk, prompt = queue.pop(0)
+                    submit(chunk, prompt, expect_read=cacheable)
+                done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
+                for future in done:
+                    chunk = pending.pop(future)
+                    context = future.result()  # raises LLMError: the document fails
+                    calls.append(context.usage)
+                    yield chunk, context
+        finally:
+            for future in pending:
+                future.cancel()
+        # The cacheable prefix as the provider counted it: 0 when it cached nothing (too short).
+        prefix = max((max(c["cache_write_tokens"], c["cache_read_tokens"]) for c in calls), default=0)
+        usage.record_document(doc.collection, run, doc.doc_id, self.config.model, calls,
+                              models.estimate_tokens(doc.text), prefix)
+
+
+def anthropic_contextualizer(config: CollectionConfig) -> LLMContextualizer:
+    return LLMContextualizer(config, AnthropicProvider(config.model), "anthropic")
+
+
+def bedrock_contextualizer(config: CollectionConfig) -> LLMContextualizer:
+    return LLMContextualizer(config, BedrockProvider(config.model), "bedrock")

@@ -1,0 +1,108 @@
+"""One rate limiter for every worker, in Redis: requests, input tokens and output tokens per
+minute, per model — the way the provider counts them, for the whole account.
+
+Token buckets, refilled continuously at limit/60 per second up to a capacity (the limit
+itself, as Anthropic does, or ``burst_s`` seconds' worth). A call reserves its estimate
+before it is sent — input tokens it expects to pay (uncached + cache writes; cache reads do
+not count) and its ``max_tokens`` — and the difference with the real usage is settled when the
+response arrives. Reserving first is what keeps 429s rare: ten workers cannot all spend the
+same remaining budget. One Lua script makes the check-and-take atomic.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+
+from workers.connections import redis_client
+from workers.models import Limits
+
+# KEYS: 3 buckets. ARGV: now, then per bucket (capacity, refill per second, need).
+# Returns 0 when taken, else the seconds to wait before the scarcest bucket has enough.
+_ACQUIRE = """
+local now = tonumber(ARGV[1])
+local levels, wait = {}, 0
+for i = 1, 3 do
+  local cap, rate, need = tonumber(ARGV[3*i-1]), tonumber(ARGV[3*i]), tonumber(ARGV[3*i+1])
+  local state = redis.call('HMGET', KEYS[i], 'level', 'ts')
+  local level, ts = tonumber(state[1]) or cap, tonumber(state[2]) or now
+  level = math.min(cap, level + math.max(0, now - ts) * rate)
+  levels[i] = level
+  need = math.min(need, cap)
+  if level < need then wait = math.max(wait, (need - level) / rate) end
+end
+for i = 1, 3 do
+  local need = math.min(tonumber(ARGV[3*i+1]), tonumber(ARGV[3*i-1]))
+  local level = levels[i]
+  if wait == 0 then level = level - need end
+  redis.call('HSET', KEYS[i], 'level', level, 'ts', now)
+  redis.call('EXPIRE', KEYS[i], 3600)
+end
+return tostring(wait)
+"""
+
+_SETTLE = """
+local now = tonumber(ARGV[1])
+for i = 1, #KEYS do
+  local cap, rate, delta = tonumber(ARGV[3*i-1]), tonumber(ARGV[3*i]), tonumber(ARGV[3*i+1])
+  local state = redis.call('HMGET', KEYS[i], 'level', 'ts')
+  local level, ts = tonumber(state[1]) or cap, tonumber(state[2]) or now
+  level = math.min(cap, level + math.max(0, now - ts) * rate) - delta
+  redis.call('HSET', KEYS[i], 'level', level, 'ts', now)
+  redis.call('EXPIRE', KEYS[i], 3600)
+end
+return 1
+"""
+
+
+@dataclass
+class Reservation:
+    input_tokens: int
+    output_tokens: int
+
+
+class RateLimiter:
+    """Shared by all processes that use the same Redis and ``scope`` (provider + model)."""
+
+    def __init__(self, scope: str, limits: Limits, burst_s: float = 60.0):
+        self.limits = limits
+        self.keys = [f"situate:rl:{scope}:{dim}" for dim in ("requests", "input", "output")]
+        frac = burst_s / 60.0
+        self.buckets = [(max(1.0, l * frac), l / 60.0) for l in (limits.rpm, limits.itpm, limits.otpm)]
+        self._acquire = redis_client().register_script(_ACQUIRE)
+        self._settle = redis_client().register_script(_SETTLE)
+
+    def acquire(self, input_tokens: int, output_tokens: int, deadline_s: float = 600) -> Reservation:
+        """Block until the call fits; returns what was reserved (to settle later)."""
+        needs = (1, input_tokens, output_tokens)
+        give_up = time.monotonic() + deadline_s
+        while True:
+            args: list[float] = [time.time()]
+            for (cap, rate), need in zip(self.buckets, needs):
+                args += [cap, rate, need]
+            wait = float(self._acquire(keys=self.keys, args=args))
+            if wait <= 0:
+                return Reservation(input_tokens, output_tokens)
+            if time.monotonic() + wait > give_up:
+                raise TimeoutError(f"rate limiter: no capacity within {deadline_s:.0f}s")
+            # A little jitter so waiting workers do not all retry at the same instant.
+            time.sleep(min(wait, 5.0) * (1 + random.random() * 0.1))
+
+    def settle(self, reserved: Reservation, input_tokens: int, output_tokens: int) -> None:
+        """Charge the difference between real usage and the reservation (may be a refund)."""
+        deltas = (0, input_tokens - reserved.input_tokens, output_tokens - reserved.output_tokens)
+        args: list[float] = [time.time()]
+        keys = []
+        for key, (cap, rate), delta in zip(self.keys, self.buckets, deltas):
+            if delta:
+                keys.append(key)
+                args += [cap, rate, delta]
+        if keys:
+            self._settle(keys=keys, args=args)
+
+    def penalize(self, seconds: float) -> None:
+        """After a 429: empty the request bucket for ``seconds`` so every worker backs off,
+        not only the one that was told."""
+        cap, rate = self.buckets[0]
+        self._settle(keys=[self.keys[0]], args=[time.time(), cap, rate, rate * seconds + cap])
