@@ -5,6 +5,10 @@ pipeline  Ingest the cookbook corpus (737 chunks) through real worker processes 
           chunks/s end to end with the embedder's own passages/s on the same texts: their
           ratio is what the pipeline (queues, Redis, chunk bookkeeping, OpenSearch) costs.
 search    The 248 cookbook queries through the HTTP API: latency p50/p95 and Pass@5/10/20.
+situate   Contextualization against the stand-in API (ops/standin.py) on the cookbook corpus:
+          the cookbook's calling pattern (one thread pool over every chunk) vs situate, at
+          concurrency 5 and 16; situate with 1, 2 and 4 worker processes; and a run with the
+          shared rate limit set to half of the measured demand.
 """
 
 from __future__ import annotations
@@ -25,13 +29,14 @@ CORPUS = Path(os.environ.get("SITUATE_DEMO_CORPUS", ROOT.parent / "shared" / "da
 SITUATE = str(Path(sys.executable).with_name("situate"))
 
 
-def start_worker(concurrency: int) -> subprocess.Popen:
+def start_worker(concurrency: int, extra: list[str] | None = None, env: dict[str, str] | None = None) -> subprocess.Popen:
     from workers.app import app
 
     name = f"bench-{uuid.uuid4().hex[:6]}"
     log = open(ROOT / ".services" / "logs" / f"{name}.log", "w")
-    proc = subprocess.Popen([SITUATE, "worker", "-c", str(concurrency), "--hostname", f"{name}@%h"],
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen([SITUATE, "worker", "-c", str(concurrency), "--hostname", f"{name}@%h", *(extra or [])],
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                            env={**os.environ, **(env or {})})
     while not any(f"{name}@" in k for r in app.control.ping(timeout=0.5) for k in r):
         if proc.poll() is not None:
             sys.exit(f"worker died, see {log.name}")
@@ -122,6 +127,162 @@ def bench_search(args) -> None:
                       "latency_ms_p95": round(result.latency_ms_p95, 1)}))
 
 
+MODEL = "claude-3-haiku-20240307"  # the cookbook's model (2,048-token cache minimum)
+# Latency such that calls, not the 2 CPUs, limit throughput: ~1 s per call.
+STANDIN_LATENCY = {"base_latency_s": 0.6, "uncached_s_per_ktok": 0.25, "read_s_per_ktok": 0.01,
+                   "output_s_per_tok": 0.01}
+
+
+class StandInProcess:
+    def __init__(self, config: dict):
+        import httpx
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc = subprocess.Popen([sys.executable, str(ROOT / "ops" / "standin.py"), "--port", str(self.port),
+                                      "--config", json.dumps(config)], start_new_session=True)
+        self.http = httpx.Client(base_url=self.url, timeout=30)
+        for _ in range(300):
+            try:
+                self.http.get("/standin/stats")
+                return
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        raise RuntimeError("stand-in did not start")
+
+    def configure(self, **changes) -> None:
+        self.http.post("/standin/config", json=changes).raise_for_status()
+
+    def stats(self) -> dict:
+        return self.http.get("/standin/stats").json()
+
+    def close(self) -> None:
+        stop(self.proc)
+
+
+def cookbook_baseline(standin: StandInProcess, threads: int) -> dict:
+    """The cookbook's pattern, re-implemented: one thread pool over every chunk of every
+    document, each call with the document block marked for caching, non-streaming."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import anthropic
+
+    from workers import models, prompts
+
+    client = anthropic.Anthropic(api_key="bench", base_url=standin.url, max_retries=8)
+    docs = json.loads((CORPUS / "codebase_chunks.json").read_text())
+    jobs = [(d, c) for d in docs for c in d["chunks"]]
+    standin.configure()  # reset the cache and counters
+
+    def call(job):
+        d, c = job
+        r = client.messages.create(model=MODEL, max_tokens=200, messages=[{"role": "user", "content": [
+            {"type": "text", "text": prompts.document_block(d["content"]), "cache_control": {"type": "ephemeral"}},
+            {"type": "text", "text": prompts.chunk_instruction(c["content"])}]}])
+        u = r.usage
+        return d["original_uuid"], u.input_tokens, u.cache_creation_input_tokens or 0, u.cache_read_input_tokens or 0, u.output_tokens
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(threads) as pool:
+        results = list(pool.map(call, jobs))
+    elapsed = time.perf_counter() - t0
+    per_doc: dict[str, list] = {}
+    for doc_id, *u in results:
+        per_doc.setdefault(doc_id, []).append(u)
+    total_in = sum(i + w + r for _, i, w, r, _ in results)
+    read = sum(r for _, _, _, r, _ in results)
+    best = sum((len(us) - 1) * max(max(w, r) for _, w, r, _ in us) for us in per_doc.values())
+    spec = models.get(MODEL)
+    cost = sum(models.cost_usd(spec, i, w, r, o) for _, i, w, r, o in results)
+    return {"run": f"cookbook pattern, {threads} threads", "calls": len(results), "chunks": len(jobs),
+            "cache_read_ratio": read / total_in, "best_ratio": best / total_in, "chunks_per_s": len(jobs) / elapsed,
+            "cost_usd": cost, "http_429": standin.stats()["http_429"], "seconds": elapsed}
+
+
+def situate_run(standin: StandInProcess, label: str, workers: int, concurrency: int,
+                limits: dict | None = None, burst_s: float = 60.0) -> dict:
+    from producers import loaders, submit
+    from workers import collections, status, usage
+    from workers.app import INGEST_QUEUE, situate_queue
+    from workers.settings import get_settings
+
+    standin.configure(limits={MODEL: limits} if limits else {}, burst_s=burst_s)
+    env = {"ANTHROPIC_API_KEY": "bench-key", "ANTHROPIC_BASE_URL": standin.url,
+           "SITUATE_LLM_CONCURRENCY": str(concurrency), "SITUATE_RATE_LIMIT_BURST_S": str(burst_s),
+           "SITUATE_RATE_LIMITS": json.dumps({MODEL: limits or {"rpm": 10**6, "itpm": 10**9, "otpm": 10**9}})}
+    queues = ",".join([INGEST_QUEUE] + [situate_queue(i) for i in range(get_settings().shards)])
+    procs = [start_worker(concurrency, ["--pool", "threads", "--queues", queues], env) for _ in range(workers)]
+    name = f"bench-{uuid.uuid4().hex[:6]}"
+    config = collections.ensure(name, contextualizer="anthropic", model=MODEL)
+    docs = list(loaders.load_cookbook(CORPUS / "codebase_chunks.json"))
+    chunks = sum(len(d.chunks) for d in docs)
+    try:
+        run = submit.new_run()
+        t0 = time.perf_counter()
+        subs = submit.submit(config, docs, run)
+        pending = {s.doc_id for s in subs}
+        while pending:
+            for doc in status.get_many(name, list(pending)):
+                if doc and doc["state"] in ("situated", "failed", "indexed"):
+                    pending.discard(doc["doc_id"])
+            time.sleep(0.1)
+        elapsed = time.perf_counter() - t0
+    finally:
+        for p in procs:
+            stop(p)
+    failed = sum(1 for d in status.get_many(name, [s.doc_id for s in subs]) if d["state"] == "failed")
+    t = usage.totals(name, run)
+    s = standin.stats()
+    collections.delete(name)
+    return {"run": label, "calls": t["calls"], "chunks": chunks, "failed_documents": failed,
+            "cache_read_ratio": t["cache_read_ratio"], "best_ratio": t["best_read_ratio"],
+            "chunks_per_s": chunks / elapsed, "cost_usd": t["cost_usd"], "http_429": t["http_429"],
+            "http_529": t["http_529"], "seconds": elapsed, "requests_per_min": s["requests"] / elapsed * 60,
+            "input_tokens_per_min": (t["input_tokens"] + t["cache_write_tokens"]) / elapsed * 60,
+            "standin_429": s["http_429"], "standin_requests": s["requests"]}
+
+
+def bench_situate(args) -> None:
+    standin = StandInProcess(STANDIN_LATENCY)
+    rows = []
+
+    def show(row: dict) -> None:
+        rows.append(row)
+        print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
+
+    try:
+        for c in (5, 16):
+            show(cookbook_baseline(standin, c))
+            show(situate_run(standin, f"situate, 1 worker, concurrency {c}", 1, c))
+        for w in (2, 4):
+            show(situate_run(standin, f"situate, {w} workers, concurrency 16", w, 16))
+        demand = next(r for r in rows if r["run"] == "situate, 2 workers, concurrency 16")
+        limits = {"rpm": int(demand["requests_per_min"] / 2), "itpm": int(demand["input_tokens_per_min"] / 2),
+                  "otpm": 10**9}
+        row = situate_run(standin, f"situate, 2 workers, limit = half demand {limits}", 2, 16, limits, burst_s=5.0)
+        row["rpm_used_of_limit"] = row["requests_per_min"] / limits["rpm"]
+        row["itpm_used_of_limit"] = row["input_tokens_per_min"] / limits["itpm"]
+        row["share_429"] = row["standin_429"] / max(1, row["standin_requests"])
+        show(row)
+    finally:
+        standin.close()
+
+    print(f"\n{'run':58} {'read':>7} {'best':>7} {'of best':>7} {'chunks/s':>8} {'cost $':>8} {'429':>5}")
+    for r in rows:
+        print(f"{r['run'][:58]:58} {r['cache_read_ratio']:7.1%} {r['best_ratio']:7.1%} "
+              f"{r['cache_read_ratio'] / r['best_ratio'] if r['best_ratio'] else 0:7.1%} {r['chunks_per_s']:8.2f} "
+              f"{r['cost_usd']:8.4f} {r['http_429']:5d}")
+    one = next(r for r in rows if r["run"] == "situate, 1 worker, concurrency 16")["chunks_per_s"]
+    for w in (2, 4):
+        r = next(r for r in rows if r["run"] == f"situate, {w} workers, concurrency 16")
+        print(f"scaling: {w} workers = {r['chunks_per_s'] / one:.2f}x one")
+    last = rows[-1]
+    print(f"limit at half demand: {last['rpm_used_of_limit']:.1%} of rpm, {last['itpm_used_of_limit']:.1%} of itpm used; "
+          f"{last['share_429']:.2%} of requests answered 429; failed documents: {last['failed_documents']}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="ops/bench")
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -132,6 +293,7 @@ def main() -> None:
     s = sub.add_parser("search")
     s.add_argument("--collection", default="cookbook")
     s.set_defaults(fn=bench_search)
+    sub.add_parser("situate").set_defaults(fn=bench_situate)
     args = parser.parse_args()
     args.fn(args)
 

@@ -62,8 +62,8 @@ class Config:
     limits: dict[str, dict[str, int]] = field(default_factory=dict)  # model -> {rpm, itpm, otpm}
     burst_s: float = 60.0
     batch_delay_s: float = 0.5
-    # Fault injection for tests: a prompt containing ``fail_marker`` gets a 400, one containing
-    # ``empty_marker`` an empty answer.
+    # Fault injection for tests: a request whose last block (the chunk instruction) contains
+    # ``fail_marker`` gets a 400, one containing ``empty_marker`` an empty answer.
     fail_marker: str = ""
     empty_marker: str = ""
 
@@ -97,7 +97,7 @@ class StandIn:
         self.stats: dict[str, Any] = {"requests": 0, "ok": 0, "http_429": 0, "http_529": 0, "input_tokens": 0,
                                       "cache_write_tokens": 0, "cache_read_tokens": 0, "output_tokens": 0,
                                       "in_flight": 0, "max_in_flight": 0, "first_at": None, "last_at": None,
-                                      "batch_requests": 0}
+                                      "batch_requests": 0, "breakpoints": 0}
         self.batches: dict[str, dict[str, Any]] = {}
 
     # -- caching -------------------------------------------------------------------------------
@@ -106,6 +106,7 @@ class StandIn:
         spec = models.get(model)
         now = time.monotonic()
         last_bp = max((i for i, (_, bp) in enumerate(blocks) if bp), default=-1)
+        self.stats["breakpoints"] += last_bp >= 0
         prefix = "".join(t for t, _ in blocks[: last_bp + 1])
         rest = "".join(t for t, _ in blocks[last_bp + 1:])
         prefix_tokens, rest_tokens = count_tokens(prefix), count_tokens(rest)
@@ -249,7 +250,8 @@ def make_app(standin: StandIn) -> FastAPI:
             return anthropic_error(404, "not_found_error", str(e))
         blocks, ttl = anthropic_blocks(body)
         full = "".join(t for t, _ in blocks)
-        if standin.config.fail_marker and standin.config.fail_marker in full:
+        last = blocks[-1][0] if blocks else ""
+        if standin.config.fail_marker and standin.config.fail_marker in last:
             return anthropic_error(400, "invalid_request_error", "this prompt is refused (fail_marker)")
         standin.begin()
         u, err = await prepare(model, blocks, ttl, max_tokens)
@@ -262,7 +264,7 @@ def make_app(standin: StandIn) -> FastAPI:
         visible_at = time.monotonic() + first_byte
         standin.commit_write(u, visible_at, ttl)  # visible once this response starts
         text = standin.answer(full, max_tokens)
-        if standin.config.empty_marker and standin.config.empty_marker in full:
+        if standin.config.empty_marker and standin.config.empty_marker in last:
             text = ""
         u["output_tokens"] = count_tokens(text)
         gen = u["output_tokens"] * standin.config.output_s_per_tok

@@ -284,8 +284,10 @@ def worker(
     concurrency: int = typer.Option(2, "--concurrency", "-c", min=1),
     loglevel: str = typer.Option("INFO"),
     hostname: Optional[str] = typer.Option(None, help="Celery node name (default situate@host)."),
+    pool: str = typer.Option("prefork", help="prefork (CPU: chunking, embedding) or threads (LLM calls)."),
 ) -> None:
-    """Run a Celery worker process (prefork pool) on the situate queues."""
+    """Run a Celery worker on the situate queues. For LLM contextualizers, a worker with
+    ``--pool threads`` on the situate.N queues keeps many documents' calls in flight."""
     import os
 
     from workers.app import all_queues, app
@@ -295,7 +297,7 @@ def worker(
     # cores with 2 processes when each takes its share).
     os.environ.setdefault("SITUATE_EMBED_THREADS", str(max(1, (os.cpu_count() or 1) // concurrency)))
     argv = ["worker", "--queues", queues or ",".join(all_queues()), "--concurrency", str(concurrency),
-            "--loglevel", loglevel, "--events", "--without-gossip", "--without-mingle"]
+            "--loglevel", loglevel, "--pool", pool, "--events", "--without-gossip", "--without-mingle"]
     if hostname:
         argv += ["--hostname", hostname]
     app.worker_main(argv)

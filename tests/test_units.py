@@ -119,3 +119,24 @@ def test_docker_compose_matches_ops():
         assert env["SITUATE_OPENSEARCH_URL"] == "http://opensearch:9200"
     assert "situate worker" in " ".join(services["worker"]["command"]) if isinstance(services["worker"]["command"], list) \
         else "situate worker" in services["worker"]["command"]
+
+
+def test_rate_limiter_is_shared_and_429_penalties_do_not_add_up():
+    import time
+    import uuid
+
+    from workers.models import Limits
+    from workers.ratelimit import RateLimiter
+
+    scope = uuid.uuid4().hex
+    a, b = RateLimiter(scope, Limits(rpm=120, itpm=10**6, otpm=10**6), burst_s=1.0), \
+        RateLimiter(scope, Limits(rpm=120, itpm=10**6, otpm=10**6), burst_s=1.0)
+    t0 = time.monotonic()
+    for limiter in (a, b, a, b, a, b):  # capacity 2, then 2 per second, whoever asks
+        limiter.acquire(10, 10)
+    assert 1.7 < time.monotonic() - t0 < 3.0
+    for _ in range(5):  # five workers told "retry after 1 s" at once: still about 1 s
+        a.penalize(1.0)
+    t0 = time.monotonic()
+    b.acquire(10, 10)
+    assert 0.8 < time.monotonic() - t0 < 1.6

@@ -236,6 +236,7 @@ class LLMContextualizer:
         rest_tokens = models.estimate_tokens(prompt.instruction + (prompt.preceding or ""))
         # Reserve what the provider will count: cache reads don't count toward input limits.
         reserve_in = rest_tokens + (0 if (prompt.cache and expect_read) else cached_tokens)
+        overloaded = 0  # consecutive 529/5xx answers: the exponent of the backoff
         for attempt in range(1, s.llm_max_attempts + 1):
             reservation = self.limiter.acquire(reserve_in, s.llm_max_output_tokens)
             t0 = time.monotonic()
@@ -249,9 +250,10 @@ class LLMContextualizer:
                 if fault.kind == "http_429":
                     delay = fault.retry_after if fault.retry_after is not None else 2.0
                     self.limiter.penalize(delay)
+                    time.sleep(delay * (1 + random.random() * 0.1))
                 else:
-                    delay = min(60.0, 1.0 * 2 ** (attempt - 1))
-                time.sleep(delay * (1 + random.random() * 0.25))
+                    overloaded += 1
+                    time.sleep(min(30.0, 0.5 * 2 ** (overloaded - 1)) * (0.5 + random.random()))
                 continue
             latency = time.monotonic() - t0
             self.limiter.settle(reservation, answer.input_tokens + answer.cache_write_tokens, answer.output_tokens)
@@ -301,16 +303,23 @@ class LLMContextualizer:
             else:
                 started.set()
             bound = s.llm_document_concurrency
-            while queue or pending:
-                while queue and len(pending) < bound:
+            error: BaseException | None = None
+            while pending or (queue and error is None):
+                while queue and error is None and len(pending) < bound:
                     chunk, prompt = queue.pop(0)
                     submit(chunk, prompt, expect_read=cacheable)
                 done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
                 for future in done:
                     chunk = pending.pop(future)
-                    context = future.result()  # raises LLMError: the document fails
-                    calls.append(context.usage)
-                    yield chunk, context
+                    if future.exception() is not None:
+                        # Stop sending, but let the calls in flight finish and hand them over
+                        # for checkpointing: they are paid for.
+                        error = error or future.exception()
+                        continue
+                    calls.append(future.result().usage)
+                    yield chunk, future.result()
+            if error is not None:
+                raise error  # the document fails; a retry pays only for what is missing
         finally:
             for future in pending:
                 future.cancel()

@@ -56,6 +56,21 @@ return 1
 """
 
 
+# KEYS: the request bucket. ARGV: now, capacity, refill per second, seconds. Sets the level so
+# that the next request fits only after ``seconds`` — and never lower: 429s answered to many
+# workers at once must not add up into a long stall.
+_PENALIZE = """
+local now, cap, rate, seconds = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local state = redis.call('HMGET', KEYS[1], 'level', 'ts')
+local level, ts = tonumber(state[1]) or cap, tonumber(state[2]) or now
+level = math.min(cap, level + math.max(0, now - ts) * rate)
+level = math.min(level, 1 - rate * seconds)
+redis.call('HSET', KEYS[1], 'level', level, 'ts', now)
+redis.call('EXPIRE', KEYS[1], 3600)
+return 1
+"""
+
+
 @dataclass
 class Reservation:
     input_tokens: int
@@ -72,6 +87,7 @@ class RateLimiter:
         self.buckets = [(max(1.0, l * frac), l / 60.0) for l in (limits.rpm, limits.itpm, limits.otpm)]
         self._acquire = redis_client().register_script(_ACQUIRE)
         self._settle = redis_client().register_script(_SETTLE)
+        self._penalize = redis_client().register_script(_PENALIZE)
 
     def acquire(self, input_tokens: int, output_tokens: int, deadline_s: float = 600) -> Reservation:
         """Block until the call fits; returns what was reserved (to settle later)."""
@@ -105,4 +121,4 @@ class RateLimiter:
         """After a 429: empty the request bucket for ``seconds`` so every worker backs off,
         not only the one that was told."""
         cap, rate = self.buckets[0]
-        self._settle(keys=[self.keys[0]], args=[time.time(), cap, rate, rate * seconds + cap])
+        self._penalize(keys=[self.keys[0]], args=[time.time(), cap, rate, seconds])

@@ -48,7 +48,8 @@ class Settings(BaseSettings):
 
     # LLM contextualizers (see workers/llm.py). Concurrency is per worker process.
     llm_concurrency: int = 16
-    llm_document_concurrency: int = 8
+    # A document may use the whole worker bound when alone; several share it first come, first served.
+    llm_document_concurrency: int = 16
     llm_max_attempts: int = 8
     llm_max_output_tokens: int = 200
     llm_max_context_chars: int = 1500
