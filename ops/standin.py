@@ -98,6 +98,7 @@ class StandIn:
                                       "cache_write_tokens": 0, "cache_read_tokens": 0, "output_tokens": 0,
                                       "in_flight": 0, "max_in_flight": 0, "first_at": None, "last_at": None,
                                       "batch_requests": 0, "breakpoints": 0}
+        self.admitted: list[float] = []  # wall-clock time of each request let through
         self.batches: dict[str, dict[str, Any]] = {}
 
     # -- caching -------------------------------------------------------------------------------
@@ -152,6 +153,7 @@ class StandIn:
             return wait
         for b, n in zip(buckets, needs):
             b.level -= min(n, b.cap)
+        self.admitted.append(time.time())
         return 0.0
 
     def refund_output(self, model: str, max_tokens: int, used: int) -> None:
@@ -402,8 +404,9 @@ def make_app(standin: StandIn) -> FastAPI:
 
     # -- control ---------------------------------------------------------------------------------
     @app.get("/standin/stats")
-    async def stats():
-        return {**standin.stats, "cache_entries": len(standin.cache), "config": asdict(standin.config)}
+    async def stats(times: bool = False):
+        extra = {"admitted_at": standin.admitted} if times else {}
+        return {**standin.stats, "cache_entries": len(standin.cache), "config": asdict(standin.config), **extra}
 
     @app.post("/standin/reset")
     async def reset():

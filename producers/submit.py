@@ -67,7 +67,7 @@ def new_run() -> str:
     return time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
 
 
-def submit_one(config: CollectionConfig, raw: RawDocument, run: str | None = None) -> Submission:
+def submit_one(config: CollectionConfig, raw: RawDocument, run: str | None = None, batch: bool = False) -> Submission:
     try:
         text, chunks = _validate(raw, get_settings().max_document_bytes)
     except BadDocument as e:
@@ -78,7 +78,7 @@ def submit_one(config: CollectionConfig, raw: RawDocument, run: str | None = Non
     meta = metadata_hash(raw.metadata)
     if status.is_unchanged(config.name, raw.doc_id, version, meta):
         return Submission(raw.doc_id, "unchanged", version)
-    payload = {"text": text, "metadata": raw.metadata, "run": run,
+    payload = {"text": text, "metadata": raw.metadata, "run": run, "batch": batch,
                "chunks": None if chunks is None else [c.model_dump() for c in chunks]}
     body_store().put(config.name, raw.doc_id, version, payload)
     status.submitted(config.name, raw.doc_id, version, meta)

@@ -172,3 +172,23 @@ def test_stats_command_and_no_secret_in_logs(worker, standin, collection_name, t
     logs = "".join(p.read_text() for p in WORKER_LOGS)
     assert '"event": "llm_call"' in logs and '"event": "document"' in logs
     assert SECRET_KEY not in logs
+
+
+def test_message_batches_seed_then_rest_at_half_price(worker, standin, collection_name, tmp_path):
+    standin.configure(batch_delay_s=0.2)
+    doc = chunked_doc("batched", 6, words=BIG)
+    result = ingest(collection_name, write_jsonl(tmp_path / "d.jsonl", [doc]), "anthropic", "--batch")
+    assert result.returncode == 0, result.stdout + result.stderr
+    s = standin.stats()
+    assert s["batch_requests"] == 6
+    assert s["cache_write_tokens"] > 0 and s["cache_read_tokens"] == 5 * s["cache_write_tokens"]
+
+    from workers import models, status, usage
+
+    t = usage.totals(collection_name)
+    assert t["batch_calls"] == 6 == t["calls"]
+    spec = models.get(TEST_MODEL)
+    full_price = models.cost_usd(spec, t["input_tokens"], t["cache_write_tokens"], t["cache_read_tokens"],
+                                 t["output_tokens"], ttl="1h")
+    assert t["cost_usd"] == pytest.approx(full_price / 2, rel=1e-6)
+    assert status.get(collection_name, "batched")["chunks"] == 6

@@ -96,6 +96,13 @@ def test_rrf_rewards_agreement():
     assert {h.doc_id for h in fused[1:]} == {"a", "d"}
 
 
+def test_big_documents_are_situated_first():
+    from workers.app import situate_priority
+
+    levels = [situate_priority(n) for n in (1, 2, 5, 16, 83, 10_000)]
+    assert levels == sorted(levels, reverse=True) and levels[0] == 9 and levels[-1] == 0
+
+
 def test_celery_is_json_only_and_at_least_once():
     from workers.app import all_queues, app
     from workers.settings import get_settings

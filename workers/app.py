@@ -27,6 +27,25 @@ def all_queues() -> list[str]:
     return [INGEST_QUEUE] + [situate_queue(i) for i in range(get_settings().shards)] + [INDEX_QUEUE]
 
 
+# Redis has no priority queue: Kombu keeps one list per priority level, "<queue>:<level>",
+# level 0 (no suffix) first. Situate tasks use it to start big documents first (see tasks).
+PRIORITY_STEPS = list(range(10))
+PRIORITY_SEP = ":"
+
+
+def situate_priority(chunks: int) -> int:
+    """Longest first: a big document started last is the straggler that sets the run's end."""
+    return max(0, 9 - max(0, chunks - 1).bit_length())
+
+
+def queue_length(redis, queue: str) -> int:
+    pipe = redis.pipeline(transaction=False)
+    pipe.llen(queue)
+    for level in PRIORITY_STEPS[1:]:
+        pipe.llen(f"{queue}{PRIORITY_SEP}{level}")
+    return sum(pipe.execute())
+
+
 def make_app() -> Celery:
     s = get_settings()
     app = Celery("situate", broker=s.redis_url, include=["workers.tasks"])
@@ -39,7 +58,9 @@ def make_app() -> Celery:
         task_acks_late=True,
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
-        broker_transport_options={"visibility_timeout": s.visibility_timeout_s},
+        broker_transport_options={"visibility_timeout": s.visibility_timeout_s,
+                                  "priority_steps": PRIORITY_STEPS, "sep": PRIORITY_SEP,
+                                  "queue_order_strategy": "priority"},
         broker_connection_retry_on_startup=True,
         task_time_limit=s.task_time_limit_s,
         task_soft_time_limit=s.task_time_limit_s - 60,

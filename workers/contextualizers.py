@@ -31,6 +31,7 @@ class SourceDocument:
     metadata: dict[str, Any] = field(default_factory=dict)
     chunks: list[Chunk] = field(default_factory=list)  # all of them, for long-document windows
     run: str | None = None  # the ingest run, for the bill
+    batch: bool = False     # situate through Message Batches (half price, hours)
 
 
 @dataclass

@@ -64,14 +64,15 @@ class Answer:
 class Provider(Protocol):
     model: str
 
-    def call(self, prompt: Prompt, max_tokens: int, on_started: Callable[[], None]) -> Answer:
-        """One attempt. Calls ``on_started`` as soon as the response starts. Raises Fault for
-        retryable answers, LLMError for permanent ones."""
+    def call(self, prompt: Prompt, max_tokens: int, on_started: Callable[[], None] | None) -> Answer:
+        """One attempt. With ``on_started`` (a warm-up call), calls it as soon as the response
+        starts. Raises Fault for retryable answers, LLMError for permanent ones."""
         ...
 
 
 class AnthropicProvider:
-    """Messages API, streamed, so the fan-out can begin at ``message_start``."""
+    """Messages API. A warm-up call is streamed, so the fan-out can begin at ``message_start``;
+    the others are plain requests (less work per call)."""
 
     def __init__(self, model: str):
         import anthropic
@@ -83,19 +84,32 @@ class AnthropicProvider:
         self.client = anthropic.Anthropic(max_retries=0, timeout=120.0)
         self.model = model
 
-    def call(self, prompt: Prompt, max_tokens: int, on_started: Callable[[], None]) -> Answer:
-        a = self.anthropic
+    @staticmethod
+    def content(prompt: Prompt, ttl: str = "5m") -> list[dict[str, Any]]:
+        """Document block first (with the breakpoint), then the chunk-specific blocks."""
         content: list[dict[str, Any]] = []
         if prompt.cached is not None:
             block: dict[str, Any] = {"type": "text", "text": prompt.cached}
             if prompt.cache:
-                block["cache_control"] = {"type": "ephemeral"}
+                block["cache_control"] = {"type": "ephemeral"} if ttl == "5m" else {"type": "ephemeral", "ttl": ttl}
             content.append(block)
         if prompt.preceding:
             content.append({"type": "text", "text": prompt.preceding})
         content.append({"type": "text", "text": prompt.instruction})
+        return content
+
+    def call(self, prompt: Prompt, max_tokens: int, on_started: Callable[[], None] | None) -> Answer:
+        a = self.anthropic
+        content = self.content(prompt)
         text, stop, u_in, u_write, u_read, u_out = [], None, 0, 0, 0, 0
         try:
+            if on_started is None:  # only a warm-up call needs to know when its response starts
+                m = self.client.messages.create(model=self.model, max_tokens=max_tokens,
+                                                messages=[{"role": "user", "content": content}])
+                u = m.usage
+                return Answer("".join(b.text for b in m.content if b.type == "text"), m.stop_reason,
+                              u.input_tokens or 0, u.cache_creation_input_tokens or 0,
+                              u.cache_read_input_tokens or 0, u.output_tokens or 0)
             stream = self.client.messages.create(model=self.model, max_tokens=max_tokens,
                                                  messages=[{"role": "user", "content": content}], stream=True)
             for event in stream:
@@ -137,7 +151,7 @@ class BedrockProvider:
         self.client = boto3.client("bedrock-runtime", config=Config(retries={"max_attempts": 1, "mode": "standard"},
                                                                     read_timeout=120))
 
-    def call(self, prompt: Prompt, max_tokens: int, on_started: Callable[[], None]) -> Answer:
+    def call(self, prompt: Prompt, max_tokens: int, on_started: Callable[[], None] | None) -> Answer:
         from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 
         content: list[dict[str, Any]] = []
@@ -165,7 +179,8 @@ class BedrockProvider:
             raise LLMError(f"Bedrock refused the request ({code}): {e}") from None
         except (EndpointConnectionError, ReadTimeoutError) as e:
             raise Fault("http_5xx", None, f"connection: {e}") from None
-        on_started()
+        if on_started:
+            on_started()
         u = r.get("usage", {})
         text = "".join(block.get("text", "") for block in r["output"]["message"]["content"])
         return Answer(text, r.get("stopReason"), u.get("inputTokens", 0), u.get("cacheWriteInputTokens", 0),
@@ -230,7 +245,7 @@ class LLMContextualizer:
         return Prompt(cached, cache, preceding, instruction)
 
     def _situate(self, doc: SourceDocument, run: str | None, chunk: Chunk, prompt: Prompt, expect_read: bool,
-                 started: threading.Event) -> Context:
+                 started: threading.Event | None) -> Context:
         s = get_settings()
         cached_tokens = models.estimate_tokens(prompt.cached or "")
         rest_tokens = models.estimate_tokens(prompt.instruction + (prompt.preceding or ""))
@@ -241,7 +256,7 @@ class LLMContextualizer:
             reservation = self.limiter.acquire(reserve_in, s.llm_max_output_tokens)
             t0 = time.monotonic()
             try:
-                answer = self.provider.call(prompt, s.llm_max_output_tokens, started.set)
+                answer = self.provider.call(prompt, s.llm_max_output_tokens, started.set if started else None)
             except Fault as fault:
                 self.limiter.settle(reservation, 0, 0)
                 usage.record_fault(doc.collection, run, fault.kind)
@@ -287,14 +302,15 @@ class LLMContextualizer:
         pending: dict[Future, Chunk] = {}
         queue = list(plans)
 
-        def submit(chunk: Chunk, prompt: Prompt, expect_read: bool) -> None:
-            pending[pool.submit(self._situate, doc, run, chunk, prompt, expect_read, started)] = chunk
+        def submit(chunk: Chunk, prompt: Prompt, expect_read: bool, warm_up: bool = False) -> None:
+            pending[pool.submit(self._situate, doc, run, chunk, prompt, expect_read,
+                                started if warm_up else None)] = chunk
 
         try:
             if cacheable and len(queue) > 1:
                 # Warm first: one call, and wait until its response starts (or it ends).
                 chunk, prompt = queue.pop(0)
-                submit(chunk, prompt, expect_read=False)
+                submit(chunk, prompt, expect_read=False, warm_up=True)
                 first = next(iter(pending))
                 while not started.wait(0.05) and not first.done():
                     pass

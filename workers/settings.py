@@ -60,6 +60,8 @@ class Settings(BaseSettings):
     # Account limits per model, e.g. {"claude-haiku-4-5": {"rpm": 4000, "itpm": 400000, "otpm": 80000}};
     # models not listed use the defaults in workers/models.py.
     rate_limits: dict[str, dict[str, int]] = {}
+    # Message Batches mode: how often a pending batch is polled.
+    batch_poll_s: float = 30.0
     # Bucket capacity in seconds of the limit (60 = a full minute's worth, as Anthropic).
     rate_limit_burst_s: float = 60.0
     api_token: str = ""

@@ -19,8 +19,8 @@ from celery import Task
 from opensearchpy.exceptions import ConnectionError as OpenSearchConnectionError
 from redis.exceptions import ConnectionError as RedisConnectionError, TimeoutError as RedisTimeoutError
 
-from workers import checkpoints, collections, contextualizers, embedders, index, status
-from workers.app import INDEX_QUEUE, app, situate_queue
+from workers import batches, checkpoints, collections, contextualizers, embedders, index, status
+from workers.app import INDEX_QUEUE, app, situate_priority, situate_queue
 from workers.bodies import body_store
 from workers.chunking import guess_language, locate, split
 from workers.documents import BadDocument, shard_for
@@ -81,8 +81,10 @@ def ingest(collection: str, doc_id: str, version: str) -> None:
                               "(SITUATE_MAX_CHUNKS_PER_DOCUMENT)")
         checkpoints.save_chunks(collection, doc_id, version, chunks, language, metadata)
         status.set_state(collection, doc_id, version, status.CHUNKED, chunks_total=len(chunks))
+    total = (status.get(collection, doc_id) or {}).get("chunks_total", 1)
     shard = shard_for(collection, doc_id, get_settings().shards)
-    situate.apply_async((collection, doc_id, version), queue=situate_queue(shard))
+    situate.apply_async((collection, doc_id, version), queue=situate_queue(shard),
+                        priority=situate_priority(total))
 
 
 @app.task(name="situate.situate", base=PipelineTask)
@@ -97,13 +99,51 @@ def situate(collection: str, doc_id: str, version: str) -> None:
     done = checkpoints.load_contexts(collection, doc_id, version)
     missing = [c for c in chunks if c.n not in done]
     if missing:
-        payload = body_store().get(collection, doc_id, version)
-        if payload is None:
-            raise BadDocument("document body is gone from the body store; submit the document again")
-        doc = contextualizers.SourceDocument(collection, doc_id, version, payload["text"], language, metadata,
-                                             chunks, payload.get("run"))
-        for chunk, context in contextualizers.for_collection(config).contextualize(doc, missing):
+        doc = _source(collection, doc_id, version, chunks, language, metadata)
+        contextualizer = contextualizers.for_collection(config)
+        if doc.batch and config.contextualizer == "anthropic":
+            batch_id, _ = batches.submit(contextualizer, doc, missing)
+            poll_batch.apply_async((collection, doc_id, version, batch_id), queue=situate_queue(
+                shard_for(collection, doc_id, get_settings().shards)), countdown=get_settings().batch_poll_s)
+            return
+        for chunk, context in contextualizer.contextualize(doc, missing):
             checkpoints.save_context(collection, doc_id, version, chunk.n, context.to_json())
+    status.set_state(collection, doc_id, version, status.SITUATED)
+    index_document.apply_async((collection, doc_id, version), queue=INDEX_QUEUE)
+
+
+def _source(collection, doc_id, version, chunks, language, metadata) -> contextualizers.SourceDocument:
+    payload = body_store().get(collection, doc_id, version)
+    if payload is None:
+        raise BadDocument("document body is gone from the body store; submit the document again")
+    return contextualizers.SourceDocument(collection, doc_id, version, payload["text"], language, metadata,
+                                          chunks, payload.get("run"), bool(payload.get("batch")))
+
+
+@app.task(name="situate.poll_batch", base=PipelineTask)
+def poll_batch(collection: str, doc_id: str, version: str, batch_id: str) -> None:
+    """Collect an ended Message Batch, then submit the document's next step or index it."""
+    if not _current(collection, doc_id, version):
+        return
+    config = collections.load(collection)
+    contextualizer = contextualizers.for_collection(config)
+    loaded = checkpoints.load_chunks(collection, doc_id, version)
+    if loaded is None:
+        raise BadDocument("chunks are gone from the checkpoint store; submit the document again")
+    chunks, language, metadata = loaded
+    doc = _source(collection, doc_id, version, chunks, language, metadata)
+    queue = situate_queue(shard_for(collection, doc_id, get_settings().shards))
+    if not batches.collect(contextualizer, doc, batch_id):
+        poll_batch.apply_async((collection, doc_id, version, batch_id), queue=queue,
+                               countdown=get_settings().batch_poll_s)
+        return
+    done = checkpoints.load_contexts(collection, doc_id, version)
+    missing = [c for c in chunks if c.n not in done]
+    if missing:  # the seed has ended: now the rest, reading the seed's cache entry
+        next_id, _ = batches.submit(contextualizer, doc, missing)
+        poll_batch.apply_async((collection, doc_id, version, next_id), queue=queue,
+                               countdown=get_settings().batch_poll_s)
+        return
     status.set_state(collection, doc_id, version, status.SITUATED)
     index_document.apply_async((collection, doc_id, version), queue=INDEX_QUEUE)
 
