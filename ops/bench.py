@@ -264,11 +264,11 @@ def bench_situate(args) -> None:
         print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
 
     try:
-        for c in (5, 16):
+        for c in (5, 16) if not args.limit_only else ():
             show(cookbook_baseline(standin, c))
             show(situate_run(standin, f"situate, 1 worker, concurrency {c}", 1, c))
         standin.configure(**STANDIN_SLOW)
-        for w in (1, 2, 4):
+        for w in (1, 2, 4) if not args.limit_only else (2,):
             show(situate_run(standin, f"situate, {w} worker(s), concurrency 16, ~3 s calls", w, 16))
         demand = next(r for r in rows if r["run"].startswith("situate, 2 worker(s)"))
         limits = {"rpm": int(demand["requests_per_min"] / 2), "itpm": int(demand["input_tokens_per_min"] / 2),
@@ -282,6 +282,13 @@ def bench_situate(args) -> None:
     finally:
         standin.close()
 
+    if args.limit_only:
+        rows = [r for r in rows if "limit" in r["run"]]
+        last = rows[-1]
+        print(f"limit at half demand: {last['steady_rpm_used_of_limit']:.1%} of rpm in steady state, "
+              f"{last['itpm_used_of_limit']:.1%} of itpm; {last['share_429']:.2%} answered 429; "
+              f"failed documents: {last['failed_documents']}")
+        return
     print(f"\n{'run':58} {'read':>7} {'best':>7} {'of best':>7} {'chunks/s':>8} {'cost $':>8} {'429':>5}")
     for r in rows:
         print(f"{r['run'][:58]:58} {r['cache_read_ratio']:7.1%} {r['best_ratio']:7.1%} "
@@ -308,7 +315,9 @@ def main() -> None:
     s = sub.add_parser("search")
     s.add_argument("--collection", default="cookbook")
     s.set_defaults(fn=bench_search)
-    sub.add_parser("situate").set_defaults(fn=bench_situate)
+    b = sub.add_parser("situate")
+    b.add_argument("--limit-only", action="store_true", help="only the demand and half-demand runs")
+    b.set_defaults(fn=bench_situate)
     args = parser.parse_args()
     args.fn(args)
 

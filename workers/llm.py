@@ -64,9 +64,10 @@ class Answer:
 class Provider(Protocol):
     model: str
 
-    def call(self, prompt: Prompt, max_tokens: int, on_started: Callable[[], None] | None) -> Answer:
-        """One attempt. With ``on_started`` (a warm-up call), calls it as soon as the response
-        starts. Raises Fault for retryable answers, LLMError for permanent ones."""
+    def call(self, prompt: Prompt, max_tokens: int, on_started: Callable[[dict[str, int]], None] | None) -> Answer:
+        """One attempt. With ``on_started`` (a warm-up call), calls it with the cache counters
+        as soon as the response starts. Raises Fault for retryable answers, LLMError for
+        permanent ones."""
         ...
 
 
@@ -98,7 +99,7 @@ class AnthropicProvider:
         content.append({"type": "text", "text": prompt.instruction})
         return content
 
-    def call(self, prompt: Prompt, max_tokens: int, on_started: Callable[[], None] | None) -> Answer:
+    def call(self, prompt: Prompt, max_tokens: int, on_started: Callable[[dict[str, int]], None] | None) -> Answer:
         a = self.anthropic
         content = self.content(prompt)
         text, stop, u_in, u_write, u_read, u_out = [], None, 0, 0, 0, 0
@@ -114,11 +115,11 @@ class AnthropicProvider:
                                                  messages=[{"role": "user", "content": content}], stream=True)
             for event in stream:
                 if event.type == "message_start":
-                    on_started()
                     u = event.message.usage
                     u_in, u_out = u.input_tokens or 0, u.output_tokens or 0
                     u_write = u.cache_creation_input_tokens or 0
                     u_read = u.cache_read_input_tokens or 0
+                    on_started({"cache_write_tokens": u_write, "cache_read_tokens": u_read})
                 elif event.type == "content_block_delta" and getattr(event.delta, "type", "") == "text_delta":
                     text.append(event.delta.text)
                 elif event.type == "message_delta":
@@ -151,7 +152,7 @@ class BedrockProvider:
         self.client = boto3.client("bedrock-runtime", config=Config(retries={"max_attempts": 1, "mode": "standard"},
                                                                     read_timeout=120))
 
-    def call(self, prompt: Prompt, max_tokens: int, on_started: Callable[[], None] | None) -> Answer:
+    def call(self, prompt: Prompt, max_tokens: int, on_started: Callable[[dict[str, int]], None] | None) -> Answer:
         from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 
         content: list[dict[str, Any]] = []
@@ -179,9 +180,10 @@ class BedrockProvider:
             raise LLMError(f"Bedrock refused the request ({code}): {e}") from None
         except (EndpointConnectionError, ReadTimeoutError) as e:
             raise Fault("http_5xx", None, f"connection: {e}") from None
-        if on_started:
-            on_started()
         u = r.get("usage", {})
+        if on_started:
+            on_started({"cache_write_tokens": u.get("cacheWriteInputTokens", 0),
+                        "cache_read_tokens": u.get("cacheReadInputTokens", 0)})
         text = "".join(block.get("text", "") for block in r["output"]["message"]["content"])
         return Answer(text, r.get("stopReason"), u.get("inputTokens", 0), u.get("cacheWriteInputTokens", 0),
                       u.get("cacheReadInputTokens", 0), u.get("outputTokens", 0))
@@ -245,7 +247,7 @@ class LLMContextualizer:
         return Prompt(cached, cache, preceding, instruction)
 
     def _situate(self, doc: SourceDocument, run: str | None, chunk: Chunk, prompt: Prompt, expect_read: bool,
-                 started: threading.Event | None) -> Context:
+                 on_started: Callable[[dict[str, int]], None] | None) -> Context:
         s = get_settings()
         cached_tokens = models.estimate_tokens(prompt.cached or "")
         rest_tokens = models.estimate_tokens(prompt.instruction + (prompt.preceding or ""))
@@ -256,7 +258,7 @@ class LLMContextualizer:
             reservation = self.limiter.acquire(reserve_in, s.llm_max_output_tokens)
             t0 = time.monotonic()
             try:
-                answer = self.provider.call(prompt, s.llm_max_output_tokens, started.set if started else None)
+                answer = self.provider.call(prompt, s.llm_max_output_tokens, on_started)
             except Fault as fault:
                 self.limiter.settle(reservation, 0, 0)
                 usage.record_fault(doc.collection, run, fault.kind)
@@ -298,13 +300,19 @@ class LLMContextualizer:
         cacheable = plans[0][1].cache
         pool = worker_pool()
         started = threading.Event()
+        warm: dict[str, int] = {}  # the warm-up call's cache counters, known when it starts
+
+        def on_started(counters: dict[str, int]) -> None:
+            warm.update(counters)
+            started.set()
+
         calls: list[dict[str, Any]] = []
         pending: dict[Future, Chunk] = {}
         queue = list(plans)
 
         def submit(chunk: Chunk, prompt: Prompt, expect_read: bool, warm_up: bool = False) -> None:
             pending[pool.submit(self._situate, doc, run, chunk, prompt, expect_read,
-                                started if warm_up else None)] = chunk
+                                on_started if warm_up else None)] = chunk
 
         try:
             if cacheable and len(queue) > 1:
@@ -318,12 +326,15 @@ class LLMContextualizer:
                     raise first.exception()
             else:
                 started.set()
+            # Reserve rate-limit budget for reads only if the warm-up really cached the prefix
+            # (near the model's minimum our token estimate can be on either side of it).
+            reads = cacheable and (not warm or warm.get("cache_write_tokens", 0) + warm.get("cache_read_tokens", 0) > 0)
             bound = s.llm_document_concurrency
             error: BaseException | None = None
             while pending or (queue and error is None):
                 while queue and error is None and len(pending) < bound:
                     chunk, prompt = queue.pop(0)
-                    submit(chunk, prompt, expect_read=cacheable)
+                    submit(chunk, prompt, expect_read=reads)
                 done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
                 for future in done:
                     chunk = pending.pop(future)
