@@ -50,6 +50,7 @@ def start_worker(env_overrides: dict[str, str] | None = None, concurrency: int =
     env = dict(os.environ)
     env.update(env_overrides or {})
     name = name or f"test-{uuid.uuid4().hex[:6]}"
+    (ROOT / ".services" / "logs").mkdir(parents=True, exist_ok=True)
     log = open(ROOT / ".services" / "logs" / f"{name}.log", "w")
     WORKER_LOGS.append(Path(log.name))
     proc = subprocess.Popen([SITUATE, "worker", "--concurrency", str(concurrency), "--hostname", f"{name}@%h",

@@ -192,3 +192,23 @@ def test_message_batches_seed_then_rest_at_half_price(worker, standin, collectio
                                  t["output_tokens"], ttl="1h")
     assert t["cost_usd"] == pytest.approx(full_price / 2, rel=1e-6)
     assert status.get(collection_name, "batched")["chunks"] == 6
+
+
+def test_big_document_is_sliced_across_workers_and_still_read_from_cache(worker, standin, collection_name, tmp_path):
+    # More chunks than one worker's per-document bound (16): warm-up here, slices anywhere.
+    standin.configure()
+    doc = chunked_doc("huge", 40, words=120)
+    result = ingest(collection_name, write_jsonl(tmp_path / "d.jsonl", [doc]))
+    assert result.returncode == 0, result.stdout + result.stderr
+    s = standin.stats()
+    assert s["requests"] == 40 and s["cache_write_tokens"] > 0
+    assert s["cache_read_tokens"] == 39 * s["cache_write_tokens"], "one write, every other call a read"
+
+    from workers import status, usage
+
+    t = usage.totals(collection_name)
+    assert t["documents"] == 1 and t["calls"] == 40
+    assert t["cache_read_ratio"] == pytest.approx(t["best_read_ratio"])
+    assert status.get(collection_name, "huge")["chunks"] == 40
+    logs = "".join(p.read_text() for p in WORKER_LOGS)
+    assert "situate.situate_slice" in logs

@@ -32,6 +32,7 @@ class SourceDocument:
     chunks: list[Chunk] = field(default_factory=list)  # all of them, for long-document windows
     run: str | None = None  # the ingest run, for the bill
     batch: bool = False     # situate through Message Batches (half price, hours)
+    warm: bool = False      # its cache entry was written by an earlier call: no warm-up needed
 
 
 @dataclass

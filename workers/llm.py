@@ -315,7 +315,7 @@ class LLMContextualizer:
                                 on_started if warm_up else None)] = chunk
 
         try:
-            if cacheable and len(queue) > 1:
+            if cacheable and len(queue) > 1 and not doc.warm:
                 # Warm first: one call, and wait until its response starts (or it ends).
                 chunk, prompt = queue.pop(0)
                 submit(chunk, prompt, expect_read=False, warm_up=True)
@@ -353,7 +353,7 @@ class LLMContextualizer:
         # The cacheable prefix as the provider counted it: 0 when it cached nothing (too short).
         prefix = max((max(c["cache_write_tokens"], c["cache_read_tokens"]) for c in calls), default=0)
         usage.record_document(doc.collection, run, doc.doc_id, self.config.model, calls,
-                              models.estimate_tokens(doc.text), prefix)
+                              models.estimate_tokens(doc.text), prefix, already_cached=doc.warm)
 
 
 def anthropic_contextualizer(config: CollectionConfig) -> LLMContextualizer:

@@ -22,6 +22,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError, TimeoutErr
 from workers import batches, checkpoints, collections, contextualizers, embedders, index, status
 from workers.app import INDEX_QUEUE, app, situate_priority, situate_queue
 from workers.bodies import body_store
+from workers.connections import redis_client
 from workers.chunking import guess_language, locate, split
 from workers.documents import BadDocument, shard_for
 from workers.settings import get_settings
@@ -106,10 +107,56 @@ def situate(collection: str, doc_id: str, version: str) -> None:
             poll_batch.apply_async((collection, doc_id, version, batch_id), queue=situate_queue(
                 shard_for(collection, doc_id, get_settings().shards)), countdown=get_settings().batch_poll_s)
             return
+        slice_size = get_settings().llm_document_concurrency
+        if config.contextualizer in contextualizers.LLM_PROVIDERS and len(missing) > slice_size:
+            # A big document: warm its cache here, then let any idle worker take a slice of the
+            # rest (the provider's cache is per account, not per process), instead of one
+            # worker's bound setting the pace of the whole run.
+            for chunk, context in contextualizer.contextualize(doc, missing[:1]):
+                checkpoints.save_context(collection, doc_id, version, chunk.n, context.to_json())
+            rest = missing[1:]
+            queue = situate_queue(shard_for(collection, doc_id, get_settings().shards))
+            for i in range(0, len(rest), slice_size):
+                situate_slice.apply_async((collection, doc_id, version, [c.n for c in rest[i:i + slice_size]]),
+                                          queue=queue, priority=0)
+            return
         for chunk, context in contextualizer.contextualize(doc, missing):
             checkpoints.save_context(collection, doc_id, version, chunk.n, context.to_json())
-    status.set_state(collection, doc_id, version, status.SITUATED)
-    index_document.apply_async((collection, doc_id, version), queue=INDEX_QUEUE)
+    _situated(collection, doc_id, version, len(chunks))
+
+
+def _situated(collection: str, doc_id: str, version: str, total: int) -> None:
+    """Hand the document to the index queue once every chunk has its context — exactly once,
+    whichever slice finishes last (SET NX), redeliveries included."""
+    if len(checkpoints.load_contexts(collection, doc_id, version)) < total:
+        return
+    # One marker per submission: a document submitted again (say after an indexing failure)
+    # must be handed over again.
+    submitted = (status.get(collection, doc_id) or {}).get("submitted", "")
+    if redis_client().set(f"situate:situated:{collection}:{version}:{doc_id}:{submitted}", "1", nx=True, ex=86400):
+        status.set_state(collection, doc_id, version, status.SITUATED)
+        index_document.apply_async((collection, doc_id, version), queue=INDEX_QUEUE)
+
+
+@app.task(name="situate.situate_slice", base=PipelineTask)
+def situate_slice(collection: str, doc_id: str, version: str, numbers: list[int]) -> None:
+    """Part of a big document, after its warm-up call: reads the cached document block."""
+    if not _current(collection, doc_id, version):
+        return
+    config = collections.load(collection)
+    loaded = checkpoints.load_chunks(collection, doc_id, version)
+    if loaded is None:
+        raise BadDocument("chunks are gone from the checkpoint store; submit the document again")
+    chunks, language, metadata = loaded
+    done = checkpoints.load_contexts(collection, doc_id, version)
+    wanted = set(numbers)
+    todo = [c for c in chunks if c.n in wanted and c.n not in done]
+    if todo:
+        doc = _source(collection, doc_id, version, chunks, language, metadata)
+        doc.warm = True
+        for chunk, context in contextualizers.for_collection(config).contextualize(doc, todo):
+            checkpoints.save_context(collection, doc_id, version, chunk.n, context.to_json())
+    _situated(collection, doc_id, version, len(chunks))
 
 
 def _source(collection, doc_id, version, chunks, language, metadata) -> contextualizers.SourceDocument:
@@ -144,8 +191,7 @@ def poll_batch(collection: str, doc_id: str, version: str, batch_id: str) -> Non
         poll_batch.apply_async((collection, doc_id, version, next_id), queue=queue,
                                countdown=get_settings().batch_poll_s)
         return
-    status.set_state(collection, doc_id, version, status.SITUATED)
-    index_document.apply_async((collection, doc_id, version), queue=INDEX_QUEUE)
+    _situated(collection, doc_id, version, len(chunks))
 
 
 @app.task(name="situate.index", base=PipelineTask)

@@ -66,18 +66,22 @@ def record_fault(collection: str, run: str | None, kind: str) -> None:
 
 
 def record_document(collection: str, run: str | None, doc_id: str, model: str, calls: list[dict[str, Any]],
-                    document_tokens: int, cacheable_prefix: int) -> dict[str, Any]:
-    """Summarise one document's calls; returns the summary (also logged and totalled)."""
+                    document_tokens: int, cacheable_prefix: int, already_cached: bool = False) -> dict[str, Any]:
+    """Summarise one document's calls (or, with ``already_cached``, one slice of a big
+    document after its warm-up call: every call could read); returns the summary."""
     total_in = sum(c["input_tokens"] + c["cache_write_tokens"] + c["cache_read_tokens"] for c in calls)
     read = sum(c["cache_read_tokens"] for c in calls)
-    best = max(0, len(calls) - 1) * cacheable_prefix
+    best = (len(calls) if already_cached else max(0, len(calls) - 1)) * cacheable_prefix
     summary = {"event": "document", "collection": collection, "doc_id": doc_id, "model": model,
                "calls": len(calls), "document_tokens": document_tokens,
                "cache_read_ratio": round(read / total_in, 4) if total_in else 0.0,
                "best_read_ratio": round(best / total_in, 4) if total_in else 0.0,
                "cost_usd": round(sum(c.get("cost_usd", 0.0) for c in calls), 8)}
     log.info(json.dumps(summary))
-    _add(collection, run, {"documents": 1, "document_tokens": document_tokens, "best_read_tokens": best})
+    if already_cached:
+        _add(collection, run, {"best_read_tokens": best})
+    else:
+        _add(collection, run, {"documents": 1, "document_tokens": document_tokens, "best_read_tokens": best})
     return summary
 
 
