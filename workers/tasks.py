@@ -1,9 +1,11 @@
 """The three pipeline tasks. Each takes only a reference — (collection, doc_id, version) — and
 reads what it needs from the body store and the checkpoints.
 
-    ingest   (queue ingest)      body -> chunks, checkpointed; hands off to the document's shard
-    situate  (queue situate.N)   chunks -> contexts, each checkpointed as it arrives
-    index    (queue index)       contexts -> vectors -> OpenSearch; old versions removed after
+    ingest         (ingest)      body -> chunks, checkpointed; hands off to the document's shard
+    situate        (situate.N)   chunks -> contexts, each checkpointed as it arrives
+    situate_slice  (situate.N)   a big document's chunks after its warm-up call, any worker
+    poll_batch     (situate.N)   Message Batches mode: collect results, submit the next step
+    index          (index)       contexts -> vectors -> OpenSearch; old versions removed after
 
 Every task is safe to run twice (at-least-once delivery): it does nothing for a version that
 has been superseded, skips work already checkpointed, and writes with deterministic ids.
@@ -52,6 +54,18 @@ class PipelineTask(Task):
             log.exception("could not record failure of %s/%s", collection, doc_id)
 
 
+def _load(collection: str, doc_id: str, version: str):
+    """The collection's config and the document's checkpointed chunks, language, metadata."""
+    loaded = checkpoints.load_chunks(collection, doc_id, version)
+    if loaded is None:
+        raise BadDocument("chunks are gone from the checkpoint store; submit the document again")
+    return (collections.load(collection), *loaded)
+
+
+def _shard_queue(collection: str, doc_id: str) -> str:
+    return situate_queue(shard_for(collection, doc_id, get_settings().shards))
+
+
 def _current(collection: str, doc_id: str, version: str) -> bool:
     """False when a newer version was submitted since: this run's work is moot."""
     doc = status.get(collection, doc_id)
@@ -83,8 +97,7 @@ def ingest(collection: str, doc_id: str, version: str) -> None:
         checkpoints.save_chunks(collection, doc_id, version, chunks, language, metadata)
         status.set_state(collection, doc_id, version, status.CHUNKED, chunks_total=len(chunks))
     total = (status.get(collection, doc_id) or {}).get("chunks_total", 1)
-    shard = shard_for(collection, doc_id, get_settings().shards)
-    situate.apply_async((collection, doc_id, version), queue=situate_queue(shard),
+    situate.apply_async((collection, doc_id, version), queue=_shard_queue(collection, doc_id),
                         priority=situate_priority(total))
 
 
@@ -92,11 +105,7 @@ def ingest(collection: str, doc_id: str, version: str) -> None:
 def situate(collection: str, doc_id: str, version: str) -> None:
     if not _current(collection, doc_id, version):
         return
-    config = collections.load(collection)
-    loaded = checkpoints.load_chunks(collection, doc_id, version)
-    if loaded is None:
-        raise BadDocument("chunks are gone from the checkpoint store; submit the document again")
-    chunks, language, metadata = loaded
+    config, chunks, language, metadata = _load(collection, doc_id, version)
     done = checkpoints.load_contexts(collection, doc_id, version)
     missing = [c for c in chunks if c.n not in done]
     if missing:
@@ -104,8 +113,8 @@ def situate(collection: str, doc_id: str, version: str) -> None:
         contextualizer = contextualizers.for_collection(config)
         if doc.batch and config.contextualizer == "anthropic":
             batch_id, _ = batches.submit(contextualizer, doc, missing)
-            poll_batch.apply_async((collection, doc_id, version, batch_id), queue=situate_queue(
-                shard_for(collection, doc_id, get_settings().shards)), countdown=get_settings().batch_poll_s)
+            poll_batch.apply_async((collection, doc_id, version, batch_id), queue=_shard_queue(collection, doc_id),
+                                   countdown=get_settings().batch_poll_s)
             return
         slice_size = get_settings().llm_document_concurrency
         if config.contextualizer in contextualizers.LLM_PROVIDERS and len(missing) > slice_size:
@@ -115,7 +124,7 @@ def situate(collection: str, doc_id: str, version: str) -> None:
             for chunk, context in contextualizer.contextualize(doc, missing[:1]):
                 checkpoints.save_context(collection, doc_id, version, chunk.n, context.to_json())
             rest = missing[1:]
-            queue = situate_queue(shard_for(collection, doc_id, get_settings().shards))
+            queue = _shard_queue(collection, doc_id)
             for i in range(0, len(rest), slice_size):
                 situate_slice.apply_async((collection, doc_id, version, [c.n for c in rest[i:i + slice_size]]),
                                           queue=queue, priority=0)
@@ -143,11 +152,7 @@ def situate_slice(collection: str, doc_id: str, version: str, numbers: list[int]
     """Part of a big document, after its warm-up call: reads the cached document block."""
     if not _current(collection, doc_id, version):
         return
-    config = collections.load(collection)
-    loaded = checkpoints.load_chunks(collection, doc_id, version)
-    if loaded is None:
-        raise BadDocument("chunks are gone from the checkpoint store; submit the document again")
-    chunks, language, metadata = loaded
+    config, chunks, language, metadata = _load(collection, doc_id, version)
     done = checkpoints.load_contexts(collection, doc_id, version)
     wanted = set(numbers)
     todo = [c for c in chunks if c.n in wanted and c.n not in done]
@@ -172,14 +177,10 @@ def poll_batch(collection: str, doc_id: str, version: str, batch_id: str) -> Non
     """Collect an ended Message Batch, then submit the document's next step or index it."""
     if not _current(collection, doc_id, version):
         return
-    config = collections.load(collection)
+    config, chunks, language, metadata = _load(collection, doc_id, version)
     contextualizer = contextualizers.for_collection(config)
-    loaded = checkpoints.load_chunks(collection, doc_id, version)
-    if loaded is None:
-        raise BadDocument("chunks are gone from the checkpoint store; submit the document again")
-    chunks, language, metadata = loaded
     doc = _source(collection, doc_id, version, chunks, language, metadata)
-    queue = situate_queue(shard_for(collection, doc_id, get_settings().shards))
+    queue = _shard_queue(collection, doc_id)
     if not batches.collect(contextualizer, doc, batch_id):
         poll_batch.apply_async((collection, doc_id, version, batch_id), queue=queue,
                                countdown=get_settings().batch_poll_s)
@@ -198,11 +199,7 @@ def poll_batch(collection: str, doc_id: str, version: str, batch_id: str) -> Non
 def index_document(collection: str, doc_id: str, version: str) -> None:
     if not _current(collection, doc_id, version):
         return
-    config = collections.load(collection)
-    loaded = checkpoints.load_chunks(collection, doc_id, version)
-    if loaded is None:
-        raise BadDocument("chunks are gone from the checkpoint store; submit the document again")
-    chunks, _, metadata = loaded
+    config, chunks, _, metadata = _load(collection, doc_id, version)
     contexts = checkpoints.load_contexts(collection, doc_id, version)
     lacking = [c.n for c in chunks if c.n not in contexts]
     if lacking:
