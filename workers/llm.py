@@ -253,8 +253,13 @@ class LLMContextualizer:
         rest_tokens = models.estimate_tokens(prompt.instruction + (prompt.preceding or ""))
         # Reserve what the provider will count: cache reads don't count toward input limits.
         reserve_in = rest_tokens + (0 if (prompt.cache and expect_read) else cached_tokens)
-        overloaded = 0  # consecutive 529/5xx answers: the exponent of the backoff
-        for attempt in range(1, s.llm_max_attempts + 1):
+        overloaded = 0  # 529/5xx answers so far: the exponent of the backoff
+        attempt = 0
+        # A 429 is "not now", not a failure: it spends patience, not attempts; only 529/5xx
+        # (and connection errors) count toward llm_max_attempts.
+        patience_until = time.monotonic() + s.llm_rate_limit_patience_s
+        while True:
+            attempt += 1
             reservation = self.limiter.acquire(reserve_in, s.llm_max_output_tokens)
             t0 = time.monotonic()
             try:
@@ -262,8 +267,11 @@ class LLMContextualizer:
             except Fault as fault:
                 self.limiter.settle(reservation, 0, 0)
                 usage.record_fault(doc.collection, run, fault.kind)
-                if attempt == s.llm_max_attempts:
+                if fault.kind != "http_429" and overloaded + 1 >= s.llm_max_attempts:
                     raise LLMError(f"chunk {chunk.n}: gave up after {attempt} attempts ({fault})") from None
+                if fault.kind == "http_429" and time.monotonic() > patience_until:
+                    raise LLMError(f"chunk {chunk.n}: still rate limited after "
+                                   f"{s.llm_rate_limit_patience_s:.0f}s ({fault})") from None
                 if fault.kind == "http_429":
                     delay = fault.retry_after if fault.retry_after is not None else 2.0
                     self.limiter.penalize(delay)
@@ -287,7 +295,6 @@ class LLMContextualizer:
             if not text:
                 raise LLMError(f"chunk {chunk.n}: the model returned an empty context")
             return Context(text[: s.llm_max_context_chars], u)
-        raise AssertionError("unreachable")
 
     # -- one document ------------------------------------------------------------------------
     def contextualize(self, doc: SourceDocument, chunks: list[Chunk]) -> Iterator[tuple[Chunk, Context]]:

@@ -50,7 +50,8 @@ class Settings(BaseSettings):
     llm_concurrency: int = 16
     # A document may use the whole worker bound when alone; several share it first come, first served.
     llm_document_concurrency: int = 16
-    llm_max_attempts: int = 8
+    llm_max_attempts: int = 8              # 529/5xx/connection errors per chunk
+    llm_rate_limit_patience_s: float = 900  # how long a chunk keeps retrying 429s
     llm_max_output_tokens: int = 200
     llm_max_context_chars: int = 1500
     # Over this (estimated) size a document is situated with the long-document window.
