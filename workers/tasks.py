@@ -78,9 +78,11 @@ def ingest(collection: str, doc_id: str, version: str) -> None:
         return
     config = collections.load(collection)
     payload = body_store().get(collection, doc_id, version)
-    if payload is None:
-        if checkpoints.load_chunks(collection, doc_id, version) is None:
+    if payload is None:  # redelivered after the body was released: the chunks are checkpointed
+        loaded = checkpoints.load_chunks(collection, doc_id, version)
+        if loaded is None:
             raise BadDocument("document body is gone from the body store (expired before a worker took it)")
+        chunks = loaded[0]
     else:
         text, metadata = payload["text"], payload.get("metadata") or {}
         language = guess_language(text, metadata)
@@ -96,9 +98,8 @@ def ingest(collection: str, doc_id: str, version: str) -> None:
                               "(SITUATE_MAX_CHUNKS_PER_DOCUMENT)")
         checkpoints.save_chunks(collection, doc_id, version, chunks, language, metadata)
         status.set_state(collection, doc_id, version, status.CHUNKED, chunks_total=len(chunks))
-    total = (status.get(collection, doc_id) or {}).get("chunks_total", 1)
     situate.apply_async((collection, doc_id, version), queue=_shard_queue(collection, doc_id),
-                        priority=situate_priority(total))
+                        priority=situate_priority(len(chunks)))
 
 
 @app.task(name="situate.situate", base=PipelineTask)
