@@ -76,7 +76,7 @@ def bench_pipeline(args) -> None:
         chunk_list = locate(text, [(c["n"], c["text"]) for c in d.chunks])
         source = contextualizers.SourceDocument(name, d.doc_id, "", text, guess_language(text, d.metadata), d.metadata)
         texts += [contextualizers.contextualized_text(c.text, chunk.text) for chunk, c in ctx.contextualize(source, chunk_list)]
-    embedder = embedders.get(config.embedder)
+    embedder = embedders.get(config.embedder, config.embed_model)
     embedder.embed_documents(texts[:32])  # warm-up
     t0 = time.perf_counter()
     embedder.embed_documents(texts)

@@ -1,5 +1,5 @@
-"""A local stand-in for the paid LLM APIs: Anthropic Messages (streaming, Message Batches) and
-Bedrock Converse, driven by tests and benchmarks through the real SDKs (``ANTHROPIC_BASE_URL``,
+"""A local stand-in for the paid APIs: Anthropic Messages (streaming, Message Batches), Bedrock
+Converse, and the embedding and rerank APIs of Voyage, Bedrock and Cohere (``standin_vectors``), driven by tests and benchmarks through the real SDKs (``ANTHROPIC_BASE_URL``,
 ``AWS_ENDPOINT_URL_BEDROCK_RUNTIME``). Our cost and cache figures come from it, so it follows
 the caching rules that matter (DESIGN.md):
 
@@ -36,12 +36,14 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import uvicorn  # noqa: E402
 from fastapi import FastAPI, Request  # noqa: E402
 from fastapi.responses import JSONResponse, Response, StreamingResponse  # noqa: E402
 
 from workers import models  # noqa: E402
+import standin_vectors  # noqa: E402
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 
@@ -220,7 +222,9 @@ def anthropic_error(status: int, kind: str, message: str, retry_after: float | N
 
 
 def make_app(standin: StandIn) -> FastAPI:
-    app = FastAPI(title="situate stand-in for Anthropic and Bedrock")
+    app = FastAPI(title="situate stand-in for Anthropic, Bedrock, Voyage and Cohere")
+    vectors = standin_vectors.VectorStats()
+    standin_vectors.register(app, vectors)
 
     def usage_json(u: dict[str, int], ttl: float) -> dict[str, Any]:
         write = u["cache_write_tokens"]
@@ -406,11 +410,20 @@ def make_app(standin: StandIn) -> FastAPI:
     @app.get("/standin/stats")
     async def stats(times: bool = False):
         extra = {"admitted_at": standin.admitted} if times else {}
-        return {**standin.stats, "cache_entries": len(standin.cache), "config": asdict(standin.config), **extra}
+        return {**standin.stats, "cache_entries": len(standin.cache), "config": asdict(standin.config),
+                "vectors": vectors.as_json(), **extra}
 
     @app.post("/standin/reset")
     async def reset():
         standin.reset()
+        vectors.reset()
+        return {"ok": True}
+
+    @app.post("/standin/vector_faults")
+    async def vector_faults(request: Request):
+        """``{"count": N, "status": 429 | 503}``: the next N embedding/rerank requests fail so."""
+        body = await request.json()
+        vectors.faults_left, vectors.fault_status = int(body["count"]), int(body.get("status", 429))
         return {"ok": True}
 
     @app.post("/standin/config")
@@ -421,6 +434,7 @@ def make_app(standin: StandIn) -> FastAPI:
                 return JSONResponse({"error": f"unknown setting {k}"}, status_code=400)
             setattr(standin.config, k, v)
         standin.reset()
+        vectors.reset()
         return asdict(standin.config)
 
     return app

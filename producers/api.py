@@ -55,6 +55,10 @@ class CollectionIn(BaseModel):
     chunk_tokens: int | None = None
     chunk_overlap: int | None = None
     prompt: str | None = None
+    embed_context: bool | None = None
+    context_weight: float | None = Field(None, ge=0)
+    fusion: str | None = Field(None, pattern="^(rrf|weighted)$")
+    dense_weight: float | None = Field(None, ge=0)
 
 
 class SearchIn(BaseModel):
@@ -62,6 +66,11 @@ class SearchIn(BaseModel):
     k: int = Field(10, ge=1, le=1000)
     filters: dict[str, Any] | None = None
     mode: str = Field("hybrid", pattern="^(hybrid|bm25|dense)$")
+    # None: the collection's stored defaults (reranker: the server's SITUATE_RERANKER).
+    fusion: str | None = Field(None, pattern="^(rrf|weighted)$")
+    context_weight: float | None = Field(None, ge=0)
+    dense_weight: float | None = Field(None, ge=0)
+    reranker: str | None = Field(None, description="none | voyage | bedrock | cohere | onnx")
 
 
 class HitOut(BaseModel):
@@ -142,6 +151,12 @@ def get_document(collection: str, doc_id: str) -> dict[str, Any]:
 async def search(collection: str, body: SearchIn) -> SearchOut:
     config = _config(collection)
     # The query embedding is CPU work: keep it off the event loop.
-    hits = await run_in_threadpool(search_mod.search, config, body.query, body.k, body.filters, body.mode)
+    options = search_mod.SearchOptions(mode=body.mode, fusion=body.fusion, context_weight=body.context_weight,
+                                       dense_weight=body.dense_weight, reranker=body.reranker)
+    try:
+        hits = await run_in_threadpool(search_mod.search, config, body.query, body.k, body.filters,
+                                       options=options)
+    except ValueError as e:  # an unknown reranker, say
+        raise HTTPException(422, str(e)) from None
     return SearchOut(hits=[HitOut(doc_id=h.doc_id, chunk=h.chunk, score=h.score, text=h.text, context=h.context,
                                   metadata=h.metadata) for h in hits])

@@ -51,12 +51,19 @@ def ingest(
     paths: list[str] = typer.Argument(..., help="Files, folders, .jsonl files, or the cookbook JSON."),
     collection: str = typer.Option(..., "--collection", "-c"),
     fmt: str = typer.Option("auto", "--format", help="auto | files | jsonl | cookbook"),
-    contextualizer: Optional[str] = typer.Option(None, help="At creation: none | structural | …"),
+    contextualizer: Optional[str] = typer.Option(None, help="At creation: keywords | structural | none | anthropic | bedrock"),
     model: Optional[str] = typer.Option(None, help="At creation: the LLM model id."),
-    embedder: Optional[str] = typer.Option(None, help="At creation: the embedder."),
+    embedder: Optional[str] = typer.Option(
+        None, help="At creation: local | local-multilingual | voyage | voyage-context | bedrock."),
+    embed_model: Optional[str] = typer.Option(None, help="At creation: the embedder's model (API embedders)."),
     language: Optional[str] = typer.Option(None, help="At creation: english | french | german."),
     chunk_tokens: Optional[int] = typer.Option(None, help="At creation: chunk size in tokens."),
     chunk_overlap: Optional[int] = typer.Option(None, help="At creation: overlap in tokens."),
+    embed_context: Optional[bool] = typer.Option(None, "--embed-context/--embed-chunk-only",
+                                                 help="At creation: embed context + chunk, or the chunk alone."),
+    context_weight: Optional[float] = typer.Option(None, help="At creation: BM25 weight of the context field."),
+    fusion: Optional[str] = typer.Option(None, help="At creation: rrf | weighted."),
+    dense_weight: Optional[float] = typer.Option(None, help="At creation: weight of the dense side in fusion."),
     no_wait: bool = typer.Option(False, "--no-wait", help="Return once queued."),
     batch: bool = typer.Option(False, "--batch", help="Situate through Anthropic Message Batches (-50%, slower)."),
     timeout: Optional[float] = typer.Option(None, help="Stop waiting after this many seconds."),
@@ -71,7 +78,10 @@ def ingest(
         if not Path(p).exists():
             _fail(f"no such file or folder: {p}")
     config = _collection(collection, contextualizer=contextualizer, model=model, embedder=embedder,
-                         language=language, chunk_tokens=chunk_tokens, chunk_overlap=chunk_overlap)
+                         embed_model=embed_model,
+                         language=language, chunk_tokens=chunk_tokens, chunk_overlap=chunk_overlap,
+                         embed_context=embed_context, context_weight=context_weight, fusion=fusion,
+                         dense_weight=dense_weight)
     if batch and config.contextualizer != "anthropic":
         _fail("--batch needs a collection situated with the anthropic contextualizer")
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -124,9 +134,13 @@ def search(
     k: int = typer.Option(10, "--k", min=1, max=1000),
     mode: str = typer.Option("hybrid", help="hybrid | bm25 | dense"),
     filters: list[str] = typer.Option([], "--filter", help="metadata KEY=VALUE (repeatable)"),
+    fusion: Optional[str] = typer.Option(None, help="rrf | weighted (default: the collection's)"),
+    context_weight: Optional[float] = typer.Option(None, help="BM25 weight of the context field"),
+    dense_weight: Optional[float] = typer.Option(None, help="weight of the dense side in fusion"),
+    reranker: Optional[str] = typer.Option(None, help="none | voyage | bedrock | cohere | onnx"),
     json_output: bool = typer.Option(False, "--json"),
 ) -> None:
-    """Hybrid search (BM25 + k-NN, RRF) over a collection."""
+    """Hybrid search (BM25 + k-NN, fused, optionally reranked) over a collection."""
     import time
 
     from workers import search as search_mod
@@ -134,14 +148,19 @@ def search(
     from workers import embedders
 
     config = _existing(collection)
-    embedders.get(config.embedder)  # load the model before the clock starts
+    embedders.get(config.embedder, config.embed_model)  # load the model before the clock starts
     parsed = {}
     for f in filters:
         key, _, value = f.partition("=")
         parsed.setdefault(key, []).append(value)
     flat = {k_: v[0] if len(v) == 1 else v for k_, v in parsed.items()}
     started = time.perf_counter()
-    hits = search_mod.search(config, query, k=k, filters=flat, mode=mode)
+    options = search_mod.SearchOptions(mode=mode, fusion=fusion, context_weight=context_weight,
+                                       dense_weight=dense_weight, reranker=reranker)
+    try:
+        hits = search_mod.search(config, query, k=k, filters=flat, options=options)
+    except ValueError as e:
+        _fail(str(e))
     took_ms = (time.perf_counter() - started) * 1000
     if json_output:
         print(json.dumps({"took_ms": round(took_ms, 1), "hits": [
@@ -237,35 +256,115 @@ def stats(
     out.print(table)
 
 
+def _configurations(spec: str, names: list[str]) -> list[tuple[str, str, "object"]]:
+    """``hybrid,bm25,dense,hybrid+rerank`` x collections -> (label, collection, SearchOptions)."""
+    from workers.search import MODES, SearchOptions
+
+    out = []
+    for name in names:
+        for item in [x.strip() for x in spec.split(",") if x.strip()]:
+            mode, _, rerank = item.partition("+")
+            if mode not in MODES or rerank not in ("", "rerank"):
+                _fail(f"unknown configuration {item!r}: a mode ({', '.join(MODES)}), optionally +rerank")
+            label = item if len(names) == 1 else f"{name}:{item}"
+            out.append((label, name, (mode, bool(rerank))))
+    return out
+
+
 @cli.command("eval")
 def eval_cmd(
-    collection: str = typer.Option(..., "--collection", "-c"),
+    collections_: list[str] = typer.Option(..., "--collection", "-c",
+                                           help="Repeat to compare collections (e.g. plain, then contextual)."),
     queries: Path = typer.Option(..., "--queries", exists=True, dir_okay=False),
     fmt: str = typer.Option("cookbook", "--format", help="cookbook | jsonl"),
-    modes: str = typer.Option("hybrid,bm25,dense", help="comma-separated search modes"),
+    configs: Optional[str] = typer.Option(
+        None, help="comma-separated: dense, bm25, hybrid, hybrid+rerank (default: dense,bm25,hybrid "
+                   "and hybrid+rerank when a reranker is set)"),
+    reranker: Optional[str] = typer.Option(None, help="reranker for +rerank configurations (default: SITUATE_RERANKER)"),
+    fusion: Optional[str] = typer.Option(None, help="override every collection's fusion"),
+    context_weight: Optional[float] = typer.Option(None, help="override the BM25 weight of contexts"),
+    dense_weight: Optional[float] = typer.Option(None, help="override the dense weight"),
+    compare: Optional[str] = typer.Option(
+        None, help="BEFORE,AFTER configuration labels whose flipped queries are listed "
+                   "(default: the first collection's hybrid against the last one's, or dense against hybrid)"),
+    report: Optional[Path] = typer.Option(None, help="write report.md and pass_at_k.png into this folder"),
     json_output: bool = typer.Option(False, "--json"),
 ) -> None:
-    """Pass@5/10/20 and latency of each search mode on labelled queries."""
-    from producers.evaluate import KS, evaluate, load_queries
+    """Pass@k, Recall@k (k = 5, 10, 20) and MRR@10 of each search configuration, side by side;
+    the queries that flipped between two of them; optionally a markdown report and a chart."""
+    from producers.evaluate import KS, MRR_K, QueryFileError, Retrieved, chart_png, evaluate, flips, load_queries, markdown_report
     from workers import search as search_mod
+    from workers.settings import get_settings
 
-    config = _existing(collection)
-    labelled = load_queries(queries, fmt)
+    loaded = {name: _existing(name) for name in collections_}
+    try:
+        labelled = load_queries(queries, fmt)
+    except QueryFileError as e:
+        _fail(str(e))
+    chosen_reranker = reranker or get_settings().reranker
+    spec = configs or ("dense,bm25,hybrid" + (",hybrid+rerank" if chosen_reranker != "none" else ""))
+    plan = _configurations(spec, collections_)
     results = []
-    for mode in modes.split(","):
-        def run(q: str, k: int, mode=mode):
-            return [(h.doc_id, h.chunk) for h in search_mod.search(config, q, k=k, mode=mode)]
-        results.append(evaluate(labelled, run, mode))
+    for label, name, (mode, rerank) in plan:
+        if rerank and chosen_reranker == "none":
+            _fail("hybrid+rerank needs a reranker: --reranker or SITUATE_RERANKER")
+        options = search_mod.SearchOptions(mode=mode, fusion=fusion, context_weight=context_weight,
+                                           dense_weight=dense_weight, reranker=chosen_reranker if rerank else "none")
+        config = loaded[name]
+
+        def run(q: str, k: int, config=config, options=options) -> list[Retrieved]:
+            return [Retrieved(h.doc_id, h.chunk, h.text) for h in search_mod.search(config, q, k=k, options=options)]
+        try:
+            results.append(evaluate(labelled, run, label))
+        except ValueError as e:
+            _fail(str(e))
+    by_label = {r.label: r for r in results}
+    if compare:
+        before, _, after = compare.partition(",")
+        if before not in by_label or after not in by_label:
+            _fail(f"--compare names two of: {', '.join(by_label)}")
+        pair = (by_label[before], by_label[after])
+    elif len(collections_) > 1 and f"{collections_[0]}:hybrid" in by_label and f"{collections_[-1]}:hybrid" in by_label:
+        pair = (by_label[f"{collections_[0]}:hybrid"], by_label[f"{collections_[-1]}:hybrid"])
+    elif len(results) > 1:
+        pair = (results[0], results[-1])
+    else:
+        pair = None
+    described = [f"{n}: contextualizer `{c.contextualizer}`{f' ({c.model})' if c.model else ''}, embedder "
+                 f"`{c.embedder}`, fusion `{fusion or c.fusion}` (dense weight {dense_weight if dense_weight is not None else c.dense_weight}, "
+                 f"context weight {context_weight if context_weight is not None else c.context_weight})"
+                 for n, c in loaded.items()]
+    title = f"Retrieval on {queries.name}: {len(labelled)} queries"
+    if report:
+        report.mkdir(parents=True, exist_ok=True)
+        chart_png(results, report / "pass_at_k.png", title)
+        notes = [f"- {d}" for d in described] + [f"- reranker: `{chosen_reranker}`"]
+        (report / "report.md").write_text(markdown_report(results, pair, title, notes, "pass_at_k.png"), encoding="utf-8")
     if json_output:
-        print(json.dumps([{"mode": r.mode, "queries": r.queries, **{f"pass@{k}": round(r.pass_at[k], 2) for k in KS},
-                           "latency_ms_p50": round(r.latency_ms_p50, 1), "latency_ms_p95": round(r.latency_ms_p95, 1)}
-                          for r in results]))
+        payload: dict = {"results": [r.summary() for r in results]}
+        if pair:
+            gained, lost = flips(*pair)
+            payload["flips"] = {"before": pair[0].label, "after": pair[1].label,
+                                "gained": [f.__dict__ for f in gained], "lost": [f.__dict__ for f in lost]}
+        print(json.dumps(payload))
         return
-    table = Table("mode", *[f"Pass@{k}" for k in KS], "p50 ms", "p95 ms",
-                  title=f"{collection} ({config.contextualizer}), {len(labelled)} queries")
+    table = Table("configuration", *[f"Pass@{k}" for k in KS], *[f"Recall@{k}" for k in KS], f"MRR@{MRR_K}",
+                  "p50 ms", title=title)
     for r in results:
-        table.add_row(r.mode, *[f"{r.pass_at[k]:.2f}" for k in KS], f"{r.latency_ms_p50:.0f}", f"{r.latency_ms_p95:.0f}")
+        table.add_row(r.label, *[f"{r.pass_at[k]:.2f}" for k in KS], *[f"{r.recall_at[k]:.2f}" for k in KS],
+                      f"{r.mrr:.3f}", f"{r.latency_ms_p50:.0f}")
     out.print(table)
+    for d in described:
+        out.print(f"[dim]{d}[/dim]")
+    if pair:
+        gained, lost = flips(*pair)
+        out.print(f"{pair[0].label} -> {pair[1].label}: {len(gained)} queries gained at Pass@10, {len(lost)} lost"
+                  + (f" (details in {report / 'report.md'})" if report else ""))
+        for f in (gained[:3] + lost[:3]):
+            out.print(f"  {'+' if f.after > f.before else '-'} {f.query[:100]}  ({f.before:.2f} -> {f.after:.2f})",
+                      highlight=False)
+    if report:
+        out.print(f"report: {report / 'report.md'}, chart: {report / 'pass_at_k.png'}")
 
 
 @cli.command("drop")

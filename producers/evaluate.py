@@ -1,14 +1,23 @@
-"""Retrieval evaluation on labelled queries: Pass@k, as the cookbook defines it.
+"""Retrieval evaluation on labelled queries: what contexts, BM25, fusion and reranking bring.
 
-Pass@k = for each query, the share of its golden chunks found in the top k, averaged over
-queries (x100). Labels are (doc_id, chunk number) pairs. Each query is searched once at the
-largest k, so the figures for smaller k come from the same ranking.
+Metrics, for k = 5, 10, 20 (each query is searched once, at the largest k):
+
+- Pass@k, the cookbook's: per query, the share of its golden chunks found in the top k,
+  averaged over queries (x100). Every query weighs the same.
+- Recall@k: golden chunks found in the top k over all golden chunks (x100). Every golden
+  chunk weighs the same, so queries with many labels count more than in Pass@k.
+- MRR@10: the mean of 1 / rank of the first golden chunk in the top 10 (0 if none).
+
+Labels are either chunk ids ``{"doc_id", "chunk"}`` (the cookbook's) or passages
+``{"doc_id", "text"}``: a passage is found by a hit of the same document that contains at
+least ``TEXT_MATCH`` of the passage's words, so users' labels survive a change of chunker.
 """
 
 from __future__ import annotations
 
 import ast
 import json
+import re
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -16,39 +25,96 @@ from pathlib import Path
 from typing import Any, Callable
 
 KS = (5, 10, 20)
+MRR_K = 10
+TEXT_MATCH = 0.5
+_WORDS = re.compile(r"\w+")
+
+
+@dataclass(frozen=True)
+class Gold:
+    doc_id: str
+    chunk: int | None = None
+    text: str | None = None
+
+    def words(self) -> set[str]:
+        return set(_WORDS.findall((self.text or "").lower()))
 
 
 @dataclass
 class LabelledQuery:
     query: str
-    gold: set[tuple[str, int]]
+    gold: list[Gold]
+
+
+@dataclass
+class Retrieved:
+    """One ranked result as the evaluation sees it."""
+
+    doc_id: str
+    chunk: int
+    text: str = ""
 
 
 @dataclass
 class EvalResult:
-    mode: str
+    label: str
     queries: int
     pass_at: dict[int, float]
+    recall_at: dict[int, float]
+    mrr: float
     latency_ms_p50: float
     latency_ms_p95: float
     per_query: list[dict[str, Any]] = field(default_factory=list)
 
+    def summary(self) -> dict[str, Any]:
+        return {"config": self.label, "queries": self.queries,
+                **{f"pass@{k}": round(self.pass_at[k], 2) for k in KS},
+                **{f"recall@{k}": round(self.recall_at[k], 2) for k in KS},
+                f"mrr@{MRR_K}": round(self.mrr, 4),
+                "latency_ms_p50": round(self.latency_ms_p50, 1), "latency_ms_p95": round(self.latency_ms_p95, 1)}
+
+
+class QueryFileError(ValueError):
+    pass
+
 
 def load_queries(path: Path, fmt: str = "cookbook") -> list[LabelledQuery]:
+    """``cookbook``: the cookbook's evaluation_set.jsonl; ``jsonl``: one
+    ``{"query": ..., "gold": [{"doc_id": ..., "chunk": n} | {"doc_id": ..., "text": ...}]}`` per line."""
     out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
             continue
-        row = json.loads(line)
-        if fmt == "cookbook":
-            pairs = row["golden_chunk_uuids"]
-            if isinstance(pairs, str):
-                pairs = ast.literal_eval(pairs)
-            gold = {(str(d), int(n)) for d, n in pairs}
-        else:
-            gold = {(str(g["doc_id"]), int(g["chunk"])) for g in row["gold"]}
-        out.append(LabelledQuery(row["query"], gold))
+        try:
+            row = json.loads(line)
+            if fmt == "cookbook":
+                pairs = row["golden_chunk_uuids"]
+                if isinstance(pairs, str):
+                    pairs = ast.literal_eval(pairs)
+                gold = [Gold(str(d), int(n)) for d, n in pairs]
+            elif fmt == "jsonl":
+                gold = [Gold(str(g["doc_id"]), int(g["chunk"])) if g.get("chunk") is not None
+                        else Gold(str(g["doc_id"]), text=str(g["text"])) for g in row["gold"]]
+            else:
+                raise QueryFileError(f"unknown query format {fmt!r}: cookbook or jsonl")
+            query = str(row["query"])
+        except QueryFileError:
+            raise
+        except (ValueError, KeyError, TypeError, SyntaxError) as e:
+            raise QueryFileError(f"{path}:{number}: not a labelled query ({type(e).__name__}: {e})") from None
+        if not gold:
+            raise QueryFileError(f"{path}:{number}: a query needs at least one golden chunk")
+        out.append(LabelledQuery(query, gold))
     return out
+
+
+def found_by(gold: Gold, hit: Retrieved) -> bool:
+    if gold.doc_id != hit.doc_id:
+        return False
+    if gold.chunk is not None:
+        return gold.chunk == hit.chunk
+    wanted = gold.words()
+    return bool(wanted) and len(wanted & set(_WORDS.findall(hit.text.lower()))) >= TEXT_MATCH * len(wanted)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -58,21 +124,120 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
-def evaluate(queries: list[LabelledQuery], search: Callable[[str, int], list[tuple[str, int]]],
-             mode: str = "hybrid") -> EvalResult:
-    """``search(query, k)`` returns ranked (doc_id, chunk) pairs."""
+def evaluate(queries: list[LabelledQuery], search: Callable[[str, int], list[Retrieved]],
+             label: str = "hybrid") -> EvalResult:
+    """``search(query, k)`` returns the ranked results of one configuration."""
     k_max = max(KS)
-    scores = {k: [] for k in KS}
-    latencies, per_query = [], []
+    passes: dict[int, list[float]] = {k: [] for k in KS}
+    found_total = {k: 0 for k in KS}
+    gold_total = 0
+    reciprocal, latencies, per_query = [], [], []
     for q in queries:
         started = time.perf_counter()
-        ranked = search(q.query, k_max)
+        ranked = search(q.query, k_max)[:k_max]
         latencies.append((time.perf_counter() - started) * 1000)
-        row = {"query": q.query}
+        # rank (1-based) at which each golden chunk is first found, None if not in the top k_max
+        first_rank = [next((i for i, hit in enumerate(ranked, 1) if found_by(g, hit)), None) for g in q.gold]
+        row: dict[str, Any] = {"query": q.query, "gold_ranks": first_rank}
         for k in KS:
-            found = len(q.gold & set(ranked[:k])) / len(q.gold)
-            scores[k].append(found)
-            row[f"pass@{k}"] = found
+            hits = sum(1 for r in first_rank if r is not None and r <= k)
+            passes[k].append(hits / len(q.gold))
+            found_total[k] += hits
+            row[f"pass@{k}"] = hits / len(q.gold)
+        gold_total += len(q.gold)
+        best = min((r for r in first_rank if r is not None), default=None)
+        reciprocal.append(1.0 / best if best is not None and best <= MRR_K else 0.0)
         per_query.append(row)
-    return EvalResult(mode, len(queries), {k: 100 * statistics.fmean(v) for k, v in scores.items()},
-                      percentile(latencies, 0.5), percentile(latencies, 0.95), per_query)
+    return EvalResult(
+        label, len(queries),
+        {k: 100 * statistics.fmean(v) for k, v in passes.items()} if queries else {k: 0.0 for k in KS},
+        {k: 100 * found_total[k] / gold_total if gold_total else 0.0 for k in KS},
+        statistics.fmean(reciprocal) if reciprocal else 0.0,
+        percentile(latencies, 0.5), percentile(latencies, 0.95), per_query)
+
+
+@dataclass
+class Flip:
+    query: str
+    before: float
+    after: float
+    ranks_before: list[int | None]
+    ranks_after: list[int | None]
+
+
+def flips(before: EvalResult, after: EvalResult, k: int = 10) -> tuple[list[Flip], list[Flip]]:
+    """Queries whose Pass@k changed from ``before`` to ``after``: (gained, lost), biggest first."""
+    gained, lost = [], []
+    for a, b in zip(before.per_query, after.per_query):
+        if a[f"pass@{k}"] == b[f"pass@{k}"]:
+            continue
+        flip = Flip(a["query"], a[f"pass@{k}"], b[f"pass@{k}"], a["gold_ranks"], b["gold_ranks"])
+        (gained if flip.after > flip.before else lost).append(flip)
+    key = lambda f: -abs(f.after - f.before)  # noqa: E731
+    return sorted(gained, key=key), sorted(lost, key=key)
+
+
+def _ranks(ranks: list[int | None]) -> str:
+    return ", ".join("—" if r is None else str(r) for r in ranks)
+
+
+def markdown_report(results: list[EvalResult], compared: tuple[EvalResult, EvalResult] | None,
+                    title: str, notes: list[str] | None = None, chart: str | None = None,
+                    k: int = 10, show: int = 15) -> str:
+    lines = [f"# {title}", ""]
+    lines += notes or []
+    if notes:
+        lines.append("")
+    head = ["configuration"] + [f"Pass@{x}" for x in KS] + [f"Recall@{x}" for x in KS] + [f"MRR@{MRR_K}", "p50 ms"]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in results:
+        cells = [r.label] + [f"{r.pass_at[x]:.2f}" for x in KS] + [f"{r.recall_at[x]:.2f}" for x in KS]
+        cells += [f"{r.mrr:.3f}", f"{r.latency_ms_p50:.0f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    if chart:
+        lines += ["", f"![Pass@k per configuration]({chart})"]
+    if compared:
+        before, after = compared
+        gained, lost = flips(before, after, k)
+        failures = [100 - before.pass_at[20], 100 - after.pass_at[20]]
+        change = (failures[1] - failures[0]) / failures[0] * 100 if failures[0] else 0.0
+        lines += ["", f"## `{before.label}` → `{after.label}`", "",
+                  f"Pass@{k}: {before.pass_at[k]:.2f} → {after.pass_at[k]:.2f} "
+                  f"({after.pass_at[k] - before.pass_at[k]:+.2f}); top-20 failures {failures[0]:.1f}% → "
+                  f"{failures[1]:.1f}% ({change:+.0f}%). {len(gained)} queries gained at @{k}, {len(lost)} lost.",
+                  ""]
+        for name, group in (("Gained", gained), ("Lost", lost)):
+            if not group:
+                continue
+            lines += [f"### {name} at @{k} (golden chunks' ranks before → after; — = beyond 20)", ""]
+            for f in group[:show]:
+                lines.append(f"- {f.query} — Pass@{k} {f.before:.2f} → {f.after:.2f}; ranks "
+                             f"{_ranks(f.ranks_before)} → {_ranks(f.ranks_after)}")
+            if len(group) > show:
+                lines.append(f"- … and {len(group) - show} more (see the JSON output)")
+            lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def chart_png(results: list[EvalResult], path: Path, title: str) -> None:
+    """Grouped bars: Pass@5/10/20 for each configuration."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display; never a window
+    import matplotlib.pyplot as plt
+
+    width = 0.8 / len(KS)
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * len(results) + 2), 4.2), dpi=120)
+    for i, k in enumerate(KS):
+        xs = [j + (i - (len(KS) - 1) / 2) * width for j in range(len(results))]
+        bars = ax.bar(xs, [r.pass_at[k] for r in results], width, label=f"Pass@{k}")
+        ax.bar_label(bars, fmt="%.1f", fontsize=6, padding=1)
+    ax.set_xticks(range(len(results)), [r.label for r in results], rotation=20, ha="right", fontsize=8)
+    low = min(min(r.pass_at.values()) for r in results) if results else 0
+    ax.set_ylim(max(0, low - 10), 100)
+    ax.set_ylabel("Pass@k (%)")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

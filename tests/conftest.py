@@ -129,6 +129,11 @@ def free_port() -> int:
 @pytest.fixture(scope="session")
 def standin():
     server = StandIn()
+    # This process (searches, rerankers) and the workers it starts reach the paid APIs' stand-in.
+    os.environ.update({"VOYAGE_API_KEY": SECRET_KEY, "VOYAGE_BASE_URL": f"{server.url}/v1",
+                       "SITUATE_COHERE_URL": server.url, "CO_API_KEY": SECRET_KEY,
+                       "AWS_ACCESS_KEY_ID": "AKIATESTSTANDIN", "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+                       "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL_BEDROCK_RUNTIME": server.url})
     yield server
     os.killpg(server.proc.pid, signal.SIGTERM)
     server.proc.wait(timeout=20)

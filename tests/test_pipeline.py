@@ -38,7 +38,7 @@ def test_cookbook_ingest_then_search_finds_golden_chunks(worker, collection_name
     config = collections.load(collection_name)
     # The worker's own environment says contextualizer=none, 40-token chunks, german: the
     # collection's stored settings won.
-    assert (config.contextualizer, config.chunk_tokens, config.language) == ("structural", 300, "english")
+    assert (config.contextualizer, config.chunk_tokens, config.language) == ("keywords", 300, "english")
     assert index.count(config) == sum(len(d["chunks"]) for d in docs)
 
     # Pre-made chunks are kept exactly: numbers and text as labelled.
@@ -48,7 +48,7 @@ def test_cookbook_ingest_then_search_finds_golden_chunks(worker, collection_name
     for chunk in first["chunks"]:
         if chunk["original_index"] in by_n:
             assert by_n[chunk["original_index"]].text == chunk["content"]
-    assert by_n and all(h.context for h in hits), "structural contexts should be stored beside the chunk"
+    assert by_n and all(h.context for h in hits), "keyword contexts should be stored beside the chunk"
 
     ids = {d["original_uuid"] for d in docs}
     labelled = [(q.query, q.gold) for q in load_queries(COOKBOOK / "evaluation_set.jsonl")

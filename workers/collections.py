@@ -28,21 +28,38 @@ class CollectionError(ValueError):
 
 class CollectionConfig(BaseModel):
     name: str
-    contextualizer: str = "structural"
+    contextualizer: str = "keywords"
     model: str = ""
     embedder: str = "local"
+    embed_model: str = ""  # the embedder's model (API embedders); "" = its default
     language: str = "english"
     chunk_tokens: int = Field(300, ge=16, le=8192)
     chunk_overlap: int = Field(0, ge=0)
     # Replaces the provider's default prompt for this collection (LLM contextualizers only).
     prompt: str | None = None
+    # Whether the embedder sees context + chunk (True) or the chunk alone. None at creation
+    # means: yes for LLM contexts (what Contextual Retrieval is), no for the offline ones,
+    # whose terms help BM25 but blur a chunk's vector (measured: see README).
+    embed_context: bool | None = None
+    # Search defaults, overridable per query. BM25 weight of the context field against the
+    # chunk's text (1.0); fusion "rrf" (ranks) or "weighted" (min-max scores); the dense
+    # side's weight against BM25's 1.0. None at creation: 0.5 when the collection has
+    # contexts its vectors don't see (BM25 is then the only side that carries them), else 1.0.
+    context_weight: float = Field(1.0, ge=0)
+    fusion: str = "rrf"
+    dense_weight: float | None = Field(None, ge=0)
 
     @property
     def index_name(self) -> str:
         return f"situate-{self.name}"
 
 
-SHAPING_FIELDS = ("contextualizer", "model", "embedder", "language", "chunk_tokens", "chunk_overlap", "prompt")
+SHAPING_FIELDS = ("contextualizer", "model", "embedder", "embed_model", "language", "chunk_tokens", "chunk_overlap", "prompt",
+                  "embed_context")
+# Fixed at creation too, so that every search of a collection agrees by default, but a query
+# may override them (they shape no stored data).
+SEARCH_FIELDS = ("context_weight", "fusion", "dense_weight")
+FUSIONS = ("rrf", "weighted")
 
 
 def _key(name: str) -> str:
@@ -82,13 +99,14 @@ def ensure(name: str, **requested: Any) -> CollectionConfig:
 
     validate_name(name)
     requested = {k: v for k, v in requested.items() if v is not None}
-    unknown = set(requested) - set(SHAPING_FIELDS)
+    unknown = set(requested) - set(SHAPING_FIELDS) - set(SEARCH_FIELDS)
     if unknown:
         raise CollectionError(f"unknown collection settings: {sorted(unknown)}")
     raw = redis_client().get(_key(name))
     if raw is not None:
         config = CollectionConfig.model_validate_json(raw)
-        conflicts = {k: (getattr(config, k), v) for k, v in requested.items() if getattr(config, k) != v}
+        conflicts = {k: (getattr(config, k), v) for k, v in requested.items()
+                     if k in SHAPING_FIELDS and getattr(config, k) != v}
         if conflicts:
             detail = ", ".join(f"{k}: stored {old!r}, asked {new!r}" for k, (old, new) in conflicts.items())
             raise CollectionError(
@@ -99,15 +117,22 @@ def ensure(name: str, **requested: Any) -> CollectionConfig:
         return config
 
     s = get_settings()
-    values = {f: getattr(s, f) for f in SHAPING_FIELDS if hasattr(s, f)}
+    values = {f: getattr(s, f) for f in SHAPING_FIELDS + SEARCH_FIELDS if hasattr(s, f)}
     values.update(requested)
     config = CollectionConfig(name=name, **values)
+    if config.fusion not in FUSIONS:
+        raise CollectionError(f"fusion must be one of {FUSIONS}, not {config.fusion!r}")
     if config.language not in LANGUAGES:
         raise CollectionError(f"language must be one of {LANGUAGES}, not {config.language!r}")
     if config.chunk_overlap >= config.chunk_tokens:
         raise CollectionError("chunk_overlap must be smaller than chunk_tokens")
-    embedders.check_name(config.embedder)
+    embedders.check(config.embedder, config.embed_model)
     contextualizers.check_name(config.contextualizer)
+    if config.embed_context is None:
+        config.embed_context = config.contextualizer in contextualizers.LLM_PROVIDERS
+    if config.dense_weight is None:
+        unseen_context = config.contextualizer != "none" and not config.embed_context
+        config.dense_weight = 0.5 if unseen_context else 1.0
     if config.contextualizer in contextualizers.LLM_PROVIDERS:
         from workers import models, prompts
 

@@ -5,8 +5,9 @@ or lost: a provider sees all of a document's chunks at once and decides the orde
 concurrency of its calls (warm the cache with one call, then fan out). A context carries its
 ``usage`` (tokens, cost) so the bill is checkpointed with the text.
 
-Shipped here: ``structural`` (offline default: title + heading or definition path; free)
-and ``none``. LLM providers register themselves in ``PROVIDERS`` the same way.
+Shipped here, offline and free: ``keywords`` (the default: the chunk's place plus the
+document's key terms and outline), ``structural`` (the chunk's place alone) and ``none``.
+LLM providers register themselves in ``PROVIDERS`` the same way.
 """
 
 from __future__ import annotations
@@ -74,6 +75,25 @@ class StructuralContext:
             yield chunk, Context(" > ".join(p for p in parts if p))
 
 
+class KeywordContext:
+    """``<title> > <path>``, then the document's key terms, then its outline (``keywords``).
+
+    Document-level words on every chunk: they help BM25 find the right file (weighted below
+    the chunk's own text, see ``search``) and are kept out of the chunk's vector by default.
+    """
+
+    name = "keywords"
+
+    def contextualize(self, doc: SourceDocument, chunks: list[Chunk]) -> Iterator[tuple[Chunk, Context]]:
+        from workers import keywords
+
+        every = doc.chunks or chunks
+        about = " ".join(keywords.key_terms(doc.text, every))
+        names = " ".join(keywords.outline(doc.text, doc.language))
+        for chunk, context in StructuralContext().contextualize(doc, chunks):
+            yield chunk, Context("\n".join(p for p in (context.text, about, names) if p))
+
+
 def _anthropic(config: CollectionConfig) -> Contextualizer:
     from workers.llm import anthropic_contextualizer
 
@@ -89,6 +109,7 @@ def _bedrock(config: CollectionConfig) -> Contextualizer:
 PROVIDERS: dict[str, Callable[[CollectionConfig], Contextualizer]] = {
     "none": lambda config: NoContext(),
     "structural": lambda config: StructuralContext(),
+    "keywords": lambda config: KeywordContext(),
     "anthropic": _anthropic,
     "bedrock": _bedrock,
 }

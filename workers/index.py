@@ -2,10 +2,16 @@
 
 One index per collection, ``situate-<name>``. Each chunk is one OpenSearch document with a
 deterministic ``_id`` (collection, doc_id, chunk number), so a redelivered task or a re-ingest
-overwrites instead of duplicating. The raw chunk and its context are stored apart (to show,
-and to weight separately later); ``contextualized`` — context then chunk — is the BM25 field,
-analyzed for the collection's language; ``vector`` is its embedding, HNSW in Lucene (pure
-Java: the Maven build of k-NN has no native faiss/nmslib libraries).
+overwrites instead of duplicating. The raw chunk (``text``) and its context (``context``) are
+separate BM25 fields, weighted at query time (see ``search``), so a weak context adds terms
+without drowning the chunk; ``vector`` is the embedding, HNSW in Lucene (pure Java: the
+Maven build of k-NN has no native faiss/nmslib libraries).
+
+The analyzers are code-aware: identifiers are split at case and underscore changes
+(``parseHttpHeader`` also indexes ``parse``, ``http``, ``header``) with the original kept, then
+lowercased, stopped and stemmed for the collection's language. Measured on the cookbook corpus
+(plain chunks, BM25 alone, Pass@10): 74.96 with OpenSearch's ``english`` analyzer, 84.87 with
+this one; on prose the split does nothing, so it costs nothing there.
 """
 
 from __future__ import annotations
@@ -20,13 +26,45 @@ from workers.documents import chunk_id
 from workers import embedders
 
 
+# Per language: the filters after the identifier split (all from analysis-common).
+_LANGUAGE_FILTERS: dict[str, list[str]] = {
+    "english": ["lowercase", "stop_english", "possessive_english", "stem_english"],
+    "french": ["elision", "lowercase", "stop_french", "stem_french"],
+    "german": ["lowercase", "stop_german", "german_normalization", "stem_german"],
+}
+
+
+def analysis(language: str) -> dict[str, Any]:
+    """Index and search analyzers: the same chain, the index one flattened (a graph filter's
+    output must be flattened before it is written, not before it is searched)."""
+    split = ["split_identifiers"]
+    filters = _LANGUAGE_FILTERS[language]
+    return {
+        "filter": {
+            "split_identifiers": {"type": "word_delimiter_graph", "preserve_original": True,
+                                  "split_on_numerics": False, "stem_english_possessive": False},
+            "stop_english": {"type": "stop", "stopwords": "_english_"},
+            "stop_french": {"type": "stop", "stopwords": "_french_"},
+            "stop_german": {"type": "stop", "stopwords": "_german_"},
+            "possessive_english": {"type": "stemmer", "language": "possessive_english"},
+            "stem_english": {"type": "stemmer", "language": "english"},
+            "stem_french": {"type": "stemmer", "language": "light_french"},
+            "stem_german": {"type": "stemmer", "language": "light_german"},
+        },
+        "analyzer": {
+            "situate_index": {"tokenizer": "standard", "filter": split + ["flatten_graph"] + filters},
+            "situate_search": {"tokenizer": "standard", "filter": split + filters},
+        },
+    }
+
+
 def mapping(config: CollectionConfig) -> dict[str, Any]:
-    analyzer = config.language  # the built-in english/french/german analyzers (analysis-common)
-    text = {"type": "text", "analyzer": analyzer}
+    text = {"type": "text", "analyzer": "situate_index", "search_analyzer": "situate_search"}
     return {
         "settings": {
             "index": {"knn": True, "number_of_shards": 1, "number_of_replicas": 0,
                       "refresh_interval": "1s"},
+            "analysis": analysis(config.language),
         },
         "mappings": {
             "_meta": {"situate": config.model_dump()},
@@ -37,14 +75,13 @@ def mapping(config: CollectionConfig) -> dict[str, Any]:
                 "version": {"type": "keyword"},
                 "text": text,
                 "context": text,
-                "contextualized": text,
                 "start": {"type": "integer", "index": False},
                 "end": {"type": "integer", "index": False},
                 # Users' metadata: strings become keywords (exact filters), numbers stay numbers.
                 "metadata": {"type": "object", "dynamic": True},
                 "vector": {
                     "type": "knn_vector",
-                    "dimension": embedders.dimension(config.embedder),
+                    "dimension": embedders.dimension(config.embedder, config.embed_model),
                     "method": {"name": "hnsw", "engine": "lucene", "space_type": "cosinesimil",
                                "parameters": {"m": 16, "ef_construction": 128}},
                 },
@@ -83,7 +120,7 @@ def write_chunks(config: CollectionConfig, doc_id: str, version: str, rows: list
             "_id": chunk_id(config.name, doc_id, row["n"]),
             "_source": {
                 "doc_id": doc_id, "chunk": row["n"], "version": version, "text": row["text"],
-                "context": row["context"], "contextualized": row["contextualized"],
+                "context": row["context"],
                 "start": row.get("start"), "end": row.get("end"), "metadata": metadata,
                 "vector": [float(x) for x in row["vector"]],
             },

@@ -81,3 +81,59 @@ def cost_usd(spec: ModelSpec, input_tokens: int, cache_write: int, cache_read: i
     total = (input_tokens * spec.input + cache_write * write_price + cache_read * spec.cache_read
              + output_tokens * spec.output) / 1e6
     return total * (spec.batch_discount if batch else 1.0)
+
+
+# -- Embedding and rerank models -----------------------------------------------------------
+# Request limits are the providers' documented per-request caps; ``price`` is USD per million
+# tokens. The dimension is what the index is created with: a collection never changes it.
+
+@dataclass(frozen=True)
+class EmbeddingSpec:
+    id: str
+    provider: str                 # voyage | voyage-context | bedrock
+    dimension: int
+    max_texts: int                # texts per request
+    max_request_tokens: int       # all texts of one request together
+    max_text_tokens: int = 32_000  # one text (voyage-context: one document's chunks together)
+    price: float = 0.0
+
+
+EMBEDDING_MODELS: dict[str, EmbeddingSpec] = {m.id: m for m in [
+    EmbeddingSpec("voyage-3.5", "voyage", 1024, 1000, 320_000, price=0.06),
+    EmbeddingSpec("voyage-3.5-lite", "voyage", 1024, 1000, 1_000_000, price=0.02),
+    EmbeddingSpec("voyage-3-large", "voyage", 1024, 1000, 120_000, price=0.18),
+    EmbeddingSpec("voyage-code-3", "voyage", 1024, 1000, 120_000, price=0.18),
+    EmbeddingSpec("voyage-context-3", "voyage-context", 1024, 1000, 120_000, price=0.18),
+    EmbeddingSpec("amazon.titan-embed-text-v2:0", "bedrock", 1024, 1, 8_000, 8_000, price=0.02),
+    EmbeddingSpec("cohere.embed-english-v3", "bedrock", 1024, 96, 96 * 512, 512, price=0.10),
+    EmbeddingSpec("cohere.embed-multilingual-v3", "bedrock", 1024, 96, 96 * 512, 512, price=0.10),
+]}
+DEFAULT_EMBEDDING_MODEL = {"voyage": "voyage-3.5", "voyage-context": "voyage-context-3",
+                           "bedrock": "amazon.titan-embed-text-v2:0"}
+
+
+def embedding_model(provider: str, model: str) -> EmbeddingSpec:
+    spec = EMBEDDING_MODELS.get(model or DEFAULT_EMBEDDING_MODEL[provider])
+    if spec is None or spec.provider != provider:
+        known = sorted(m for m, s in EMBEDDING_MODELS.items() if s.provider == provider)
+        raise ValueError(f"unknown {provider} embedding model {model!r}; known: {known} (add it to workers/models.py)")
+    return spec
+
+
+@dataclass(frozen=True)
+class RerankSpec:
+    id: str
+    provider: str            # voyage | bedrock | cohere
+    max_documents: int
+    price_per_1k_searches: float = 0.0  # Bedrock bills per query; Voyage per token (price below)
+    price: float = 0.0
+
+
+RERANK_MODELS: dict[str, RerankSpec] = {m.id: m for m in [
+    RerankSpec("rerank-2.5", "voyage", 1000, price=0.05),
+    RerankSpec("rerank-2.5-lite", "voyage", 1000, price=0.02),
+    RerankSpec("cohere.rerank-v3-5:0", "bedrock", 1000, price_per_1k_searches=2.0),
+    RerankSpec("amazon.rerank-v1:0", "bedrock", 1000, price_per_1k_searches=1.0),
+    RerankSpec("rerank-v3.5", "cohere", 1000, price_per_1k_searches=2.0),
+]}
+DEFAULT_RERANK_MODEL = {"voyage": "rerank-2.5", "bedrock": "cohere.rerank-v3-5:0", "cohere": "rerank-v3.5"}

@@ -28,12 +28,20 @@ class Settings(BaseSettings):
     shards: int = 4
 
     # Per-collection defaults (frozen into a collection at creation).
-    contextualizer: str = "structural"
+    contextualizer: str = "keywords"
     model: str = ""
     embedder: str = "local"
+    embed_model: str = ""
     language: str = "english"
     chunk_tokens: int = 300
     chunk_overlap: int = 0
+    embed_context: bool | None = None
+    context_weight: float = 1.0
+    fusion: str = "rrf"
+    dense_weight: float | None = None
+    # Search-time: the default reranker (none | voyage | bedrock | cohere | onnx), overridable
+    # per query; see workers/rerankers.py for each one's settings.
+    reranker: str = "none"
 
     # Input limits: a document over this size fails alone with a reason.
     max_document_bytes: int = 5_000_000

@@ -121,6 +121,25 @@ def markdown_paths(text: str, chunks: list[Chunk]) -> list[list[str]]:
     return out
 
 
+def definitions(text: str, lang: str) -> list[str]:
+    """Every named definition of a code document (bare names, in order), or the headings of
+    a Markdown one: its table of contents."""
+    if lang == "markdown":
+        return [m.group(2) for m in _HEADING.finditer(text)]
+    parser = _parser(lang)
+    if parser is None:
+        return []
+    names, stack = [], [parser.parse(text.encode("utf-8")).root_node]
+    while stack:
+        node = stack.pop()
+        if node.type in SCOPES:
+            name = _scope_name(node)
+            if name:
+                names.append((node.start_byte, name.split(" ")[-1]))
+        stack.extend(node.children)
+    return [name for _, name in sorted(names)]
+
+
 def paths(text: str, lang: str, chunks: list[Chunk]) -> list[list[str]]:
     if lang == "markdown":
         return markdown_paths(text, chunks)

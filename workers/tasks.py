@@ -208,9 +208,11 @@ def index_document(collection: str, doc_id: str, version: str) -> None:
     rows = []
     for c in chunks:
         context = contexts[c.n]["text"]
-        rows.append({"n": c.n, "text": c.text, "start": c.start, "end": c.end, "context": context,
-                     "contextualized": contextualizers.contextualized_text(context, c.text)})
-    vectors = embedders.get(config.embedder).embed_documents([r["contextualized"] for r in rows])
+        rows.append({"n": c.n, "text": c.text, "start": c.start, "end": c.end, "context": context})
+    # One document's chunks, in order: a contextual embedder (voyage-context) needs them together.
+    vectors = embedders.get(config.embedder, config.embed_model).embed_documents(
+        [contextualizers.contextualized_text(r["context"], r["text"]) if config.embed_context else r["text"]
+         for r in rows])
     for row, vector in zip(rows, vectors):
         row["vector"] = vector
     previous = status.get(collection, doc_id) or {}
