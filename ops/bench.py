@@ -94,7 +94,7 @@ def bench_pipeline(args) -> None:
 def bench_search(args) -> None:
     import httpx
 
-    from producers.evaluate import KS, evaluate, load_queries
+    from producers.evaluate import KS, Retrieved, evaluate, load_queries
     from workers import collections
 
     config = collections.load(args.collection)
@@ -116,7 +116,7 @@ def bench_search(args) -> None:
             def run(q: str, k: int):
                 r = http.post(f"/v1/collections/{config.name}/search", json={"query": q, "k": k})
                 r.raise_for_status()
-                return [(h["doc_id"], h["chunk"]) for h in r.json()["hits"]]
+                return [Retrieved(h["doc_id"], h["chunk"], h["text"]) for h in r.json()["hits"]]
             run(queries[0].query, 20)  # warm-up: loads the query embedder in the API process
             result = evaluate(queries, run)
     finally:

@@ -111,7 +111,7 @@ def fuse(result_lists: dict[str, list[dict[str, Any]]], weights: dict[str, float
     fused: dict[str, Hit] = {}
     for side, hits in result_lists.items():
         weight = weights.get(side, 1.0)
-        scores = [h["_score"] or 0.0 for h in hits]
+        scores = [h.get("_score") or 0.0 for h in hits]
         low, high = (min(scores), max(scores)) if scores else (0.0, 0.0)
         for rank, h in enumerate(hits, start=1):
             hit = fused.get(h["_id"])
@@ -120,7 +120,7 @@ def fuse(result_lists: dict[str, list[dict[str, Any]]], weights: dict[str, float
             if fusion == "rrf":
                 hit.score += weight / (k + rank)
             else:
-                hit.score += weight * (((h["_score"] or 0.0) - low) / (high - low) if high > low else 1.0)
+                hit.score += weight * (((h.get("_score") or 0.0) - low) / (high - low) if high > low else 1.0)
             hit.ranks[side] = rank
     return sorted(fused.values(), key=lambda h: (-h.score, h.doc_id, h.chunk))
 
