@@ -170,7 +170,7 @@ def search(
     for rank, h in enumerate(hits, start=1):
         out.print(f"[bold]{rank:>2}.[/bold] {h.doc_id} #{h.chunk}  score={h.score:.4f}")
         if h.context:
-            out.print(f"    [cyan]{h.context[:160]}[/cyan]")
+            out.print(f"    [cyan]{' '.join(h.context.split())[:160]}[/cyan]", highlight=False)
         snippet = " ".join(h.text.split())[:160]
         out.print(f"    {snippet}", highlight=False)
     out.print(f"[dim]{len(hits)} hits in {took_ms:.0f} ms[/dim]")
@@ -353,7 +353,7 @@ def eval_cmd(
     for r in results:
         table.add_row(r.label, *[f"{r.pass_at[k]:.2f}" for k in KS], *[f"{r.recall_at[k]:.2f}" for k in KS],
                       f"{r.mrr:.3f}", f"{r.latency_ms_p50:.0f}")
-    out.print(table)
+    out.print(table, width=max(out.width, 150))  # wide enough for its columns, even in a log
     for d in described:
         out.print(f"[dim]{d}[/dim]")
     if pair:

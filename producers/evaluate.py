@@ -234,10 +234,10 @@ def chart_png(results: list[EvalResult], path: Path, title: str) -> None:
         ax.bar_label(bars, fmt="%.1f", fontsize=6, padding=1)
     ax.set_xticks(range(len(results)), [r.label for r in results], rotation=20, ha="right", fontsize=8)
     low = min(min(r.pass_at.values()) for r in results) if results else 0
-    ax.set_ylim(max(0, low - 10), 100)
+    ax.set_ylim(max(0, low - 10), 107)  # headroom for the legend above the bars
     ax.set_ylabel("Pass@k (%)")
     ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="upper left", ncol=len(KS), frameon=False)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
