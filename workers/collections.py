@@ -129,7 +129,7 @@ def ensure(name: str, **requested: Any) -> CollectionConfig:
     embedders.check(config.embedder, config.embed_model)
     contextualizers.check_name(config.contextualizer)
     if config.embed_context is None:
-        config.embed_context = config.contextualizer in contextualizers.LLM_PROVIDERS
+        config.embed_context = config.contextualizer in contextualizers.MODEL_WRITTEN
     if config.dense_weight is None:
         unseen_context = config.contextualizer != "none" and not config.embed_context
         config.dense_weight = 0.5 if unseen_context else 1.0
@@ -139,6 +139,15 @@ def ensure(name: str, **requested: Any) -> CollectionConfig:
         if not config.model:
             config.model = models.DEFAULT_MODEL
         models.get(config.model)  # unknown model: an error now, not at the first call
+        if config.prompt:
+            prompts.check_template(config.prompt)
+    if config.contextualizer == "llama":
+        from workers import llm_local, prompts
+
+        try:
+            llm_local.model_path(config)  # a missing file: an error now, not on every worker
+        except llm_local.LocalLLMError as e:
+            raise CollectionError(str(e)) from None
         if config.prompt:
             prompts.check_template(config.prompt)
     # SET NX: two producers creating the same collection at once agree on the first one.

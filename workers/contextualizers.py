@@ -7,7 +7,7 @@ concurrency of its calls (warm the cache with one call, then fan out). A context
 
 Shipped here, offline and free: ``keywords`` (the default: the chunk's place plus the
 document's key terms and outline), ``structural`` (the chunk's place alone) and ``none``.
-LLM providers register themselves in ``PROVIDERS`` the same way.
+LLM providers (``anthropic``, ``bedrock``, local ``llama``) register in ``PROVIDERS`` the same way.
 """
 
 from __future__ import annotations
@@ -106,14 +106,22 @@ def _bedrock(config: CollectionConfig) -> Contextualizer:
     return bedrock_contextualizer(config)
 
 
+def _llama(config: CollectionConfig) -> Contextualizer:
+    from workers.llm_local import LlamaContextualizer
+
+    return LlamaContextualizer(config)
+
+
 PROVIDERS: dict[str, Callable[[CollectionConfig], Contextualizer]] = {
     "none": lambda config: NoContext(),
     "structural": lambda config: StructuralContext(),
     "keywords": lambda config: KeywordContext(),
     "anthropic": _anthropic,
     "bedrock": _bedrock,
+    "llama": _llama,
 }
-LLM_PROVIDERS = ("anthropic", "bedrock")
+LLM_PROVIDERS = ("anthropic", "bedrock")  # paid APIs: model table, rate limits, the bill
+MODEL_WRITTEN = LLM_PROVIDERS + ("llama",)  # contexts a language model wrote: embedded too
 
 
 def check_name(name: str) -> None:

@@ -73,6 +73,10 @@ class Settings(BaseSettings):
     batch_poll_s: float = 30.0
     # Bucket capacity in seconds of the limit (60 = a full minute's worth, as Anthropic).
     rate_limit_burst_s: float = 60.0
+    # The local llama contextualizer (optional extra): default GGUF file, window, threads.
+    llama_model: str = ""
+    llama_n_ctx: int = 4096
+    llama_threads: int = 0  # 0: llama.cpp's default
     api_token: str = ""
 
 

@@ -1,0 +1,96 @@
+"""``llama``: contexts from a local GGUF model through llama-cpp-python (optional extra
+``situate[llama]``), no API, no key.
+
+The local twin of prompt caching: llama.cpp keeps the KV cache of the last prompt and reuses
+its longest common token prefix. With the document first and the chunk last, every chunk of a
+document after the first only pays for its own tokens — provided the chunks of one document
+run in order, in one process, with nothing in between. That is exactly what a situate task
+is (one document, one queue), so each worker process holds one model and one lock.
+
+A document over the context window is cut to a fixed head (not a window per chunk), so the
+prefix stays the same for all its chunks and stays reusable.
+
+The model file is the collection's ``model`` (a path, the same on every worker) or
+``SITUATE_LLAMA_MODEL``. Nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+from workers import prompts
+from workers.chunking import Chunk
+from workers.collections import CollectionConfig
+from workers.contextualizers import Context, SourceDocument
+from workers.settings import get_settings
+
+SYSTEM = ("You write one or two sentences that say where the chunk sits in the document and what "
+          "it is about. Answer with the sentences only.")
+CHARS_PER_TOKEN = 3.0  # conservative for code; a too-long prompt would be refused by llama.cpp
+
+_models: dict[str, Any] = {}
+_lock = threading.Lock()  # one generation at a time per process: the KV cache is per model
+
+
+class LocalLLMError(RuntimeError):
+    pass
+
+
+def model_path(config: CollectionConfig) -> Path:
+    path = Path(config.model or get_settings().llama_model).expanduser()
+    if not str(path) or not path.is_file():
+        raise LocalLLMError(f"llama contextualizer: no GGUF model file at {str(path)!r} "
+                            "(set the collection's --model or SITUATE_LLAMA_MODEL)")
+    return path
+
+
+def _load(path: Path):
+    try:
+        from llama_cpp import Llama
+    except ImportError:
+        raise LocalLLMError("the llama contextualizer needs the optional extra: pip install 'situate[llama]'") from None
+    key = str(path.resolve())
+    if key not in _models:
+        s = get_settings()
+        _models[key] = Llama(key, n_ctx=s.llama_n_ctx, n_threads=s.llama_threads or None, seed=0, verbose=False)
+    return _models[key]
+
+
+class LlamaContextualizer:
+    name = "llama"
+
+    def __init__(self, config: CollectionConfig):
+        self.config = config
+        self.path = model_path(config)
+
+    def _messages(self, document: str, chunk: Chunk) -> list[dict[str, str]]:
+        user = prompts.document_block(document) + "\n" + prompts.chunk_instruction(chunk.text, self.config.prompt)
+        return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
+
+    def contextualize(self, doc: SourceDocument, chunks: list[Chunk]) -> Iterator[tuple[Chunk, Context]]:
+        s = get_settings()
+        # Room for the document: the window minus the longest chunk, the answer and the prompt.
+        longest = max((len(c.text) for c in chunks), default=0)
+        budget = int((s.llama_n_ctx - s.llm_max_output_tokens - 200) * CHARS_PER_TOKEN) - longest
+        if budget < 1000:
+            raise LocalLLMError(f"llama contextualizer: a {longest}-character chunk leaves no room for its "
+                                f"document in a {s.llama_n_ctx}-token window (SITUATE_LLAMA_N_CTX)")
+        document = doc.text if len(doc.text) <= budget else doc.text[:budget]
+        with _lock:
+            model = _load(self.path)
+            for chunk in sorted(chunks, key=lambda c: c.n):  # in order: each reuses the last prefix
+                started = time.monotonic()
+                answer = model.create_chat_completion(self._messages(document, chunk),
+                                                      max_tokens=s.llm_max_output_tokens, temperature=0.0)
+                text = " ".join((answer["choices"][0]["message"].get("content") or "").split())
+                if not text:
+                    raise LocalLLMError(f"chunk {chunk.n}: the local model returned an empty context")
+                used = answer.get("usage") or {}
+                yield chunk, Context(text[: s.llm_max_context_chars], {
+                    "model": f"llama:{self.path.name}", "input_tokens": used.get("prompt_tokens", 0),
+                    "output_tokens": used.get("completion_tokens", 0), "cost_usd": 0.0,
+                    "latency_ms": round((time.monotonic() - started) * 1000),
+                    "document_cut": len(document) < len(doc.text)})
