@@ -57,6 +57,10 @@ MODELS: dict[str, ModelSpec] = {m.id: m for m in [
               bedrock_id="anthropic.claude-opus-4-1-20250805-v1:0", limits=Limits(50, 30_000, 8_000)),
 ]}
 DEFAULT_MODEL = "claude-haiku-4-5"
+# The default cache entry lives 5 minutes from its last hit. A document part that starts later
+# than this after the last call on its document must warm the cache again, not assume a read.
+CACHE_TTL_S = 300
+CACHE_TRUST_S = 240  # the margin covers clock skew between workers and time in flight
 
 
 def get(model: str) -> ModelSpec:

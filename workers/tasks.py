@@ -21,7 +21,7 @@ from celery import Task
 from opensearchpy.exceptions import ConnectionError as OpenSearchConnectionError
 from redis.exceptions import ConnectionError as RedisConnectionError, TimeoutError as RedisTimeoutError
 
-from workers import batches, checkpoints, collections, contextualizers, embedders, index, status
+from workers import batches, checkpoints, collections, contextualizers, embedders, index, models, status
 from workers.app import INDEX_QUEUE, app, situate_priority, situate_queue
 from workers.bodies import body_store
 from workers.connections import redis_client
@@ -124,6 +124,7 @@ def situate(collection: str, doc_id: str, version: str) -> None:
             # worker's bound setting the pace of the whole run.
             for chunk, context in contextualizer.contextualize(doc, missing[:1]):
                 checkpoints.save_context(collection, doc_id, version, chunk.n, context.to_json())
+            _mark_warm(collection, doc_id, version)
             rest = missing[1:]
             queue = _shard_queue(collection, doc_id)
             for i in range(0, len(rest), slice_size):
@@ -159,10 +160,27 @@ def situate_slice(collection: str, doc_id: str, version: str, numbers: list[int]
     todo = [c for c in chunks if c.n in wanted and c.n not in done]
     if todo:
         doc = _source(collection, doc_id, version, chunks, language, metadata)
-        doc.warm = True
+        # Read the warm-up's cache entry only if it can still be alive; a slice that waited
+        # in the queue longer than that warms it again itself (one call, then the rest), instead
+        # of sending all its calls at once to a cold cache and paying a write for each.
+        doc.warm = _still_warm(collection, doc_id, version)
         for chunk, context in contextualizers.for_collection(config).contextualize(doc, todo):
             checkpoints.save_context(collection, doc_id, version, chunk.n, context.to_json())
+        _mark_warm(collection, doc_id, version)
     _situated(collection, doc_id, version, len(chunks))
+
+
+def _warm_key(collection: str, doc_id: str, version: str) -> str:
+    return f"situate:warm:{collection}:{version}:{doc_id}"
+
+
+def _mark_warm(collection: str, doc_id: str, version: str) -> None:
+    """The document's cache entry was just read or written (each hit refreshes its TTL)."""
+    redis_client().set(_warm_key(collection, doc_id, version), "1", ex=models.CACHE_TRUST_S)
+
+
+def _still_warm(collection: str, doc_id: str, version: str) -> bool:
+    return bool(redis_client().exists(_warm_key(collection, doc_id, version)))
 
 
 def _source(collection, doc_id, version, chunks, language, metadata) -> contextualizers.SourceDocument:
