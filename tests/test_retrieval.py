@@ -93,10 +93,14 @@ def test_identifiers_are_split_and_context_is_a_weighted_field(worker, collectio
     assert index.count(config) >= len(DOCS)
 
 
-def test_changing_the_embedder_needs_a_new_collection(worker, collection_name, tmp_path):
+def test_changing_settings_of_a_collection_is_refused_with_the_remedy(worker, collection_name, tmp_path):
     _ingest(collection_name, tmp_path, "--contextualizer", "none")
     again = run_cli("ingest", "--collection", collection_name, "--embedder", "voyage", str(tmp_path / f"{collection_name}.jsonl"))
     assert again.returncode == 2 and "new collection" in again.stderr and "embedder" in again.stderr
+    # Search defaults are fixed too, but the remedy is a per-query option, not a new collection.
+    weights = run_cli("ingest", "--collection", collection_name, "--dense-weight", "0.3",
+                      str(tmp_path / f"{collection_name}.jsonl"))
+    assert weights.returncode == 2 and "per query" in weights.stderr.replace("\n", " ")
 
 
 # -- embedders through their stand-ins ----------------------------------------------------------

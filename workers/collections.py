@@ -105,8 +105,14 @@ def ensure(name: str, **requested: Any) -> CollectionConfig:
     raw = redis_client().get(_key(name))
     if raw is not None:
         config = CollectionConfig.model_validate_json(raw)
-        conflicts = {k: (getattr(config, k), v) for k, v in requested.items()
-                     if k in SHAPING_FIELDS and getattr(config, k) != v}
+        conflicts = {k: (getattr(config, k), v) for k, v in requested.items() if getattr(config, k) != v}
+        if conflicts and set(conflicts) <= set(SEARCH_FIELDS):
+            detail = ", ".join(f"{k}: stored {old!r}, asked {new!r}" for k, (old, new) in conflicts.items())
+            raise CollectionError(
+                f"collection {name!r} has other search defaults ({detail}); they are fixed at creation: "
+                "pass them per query instead (situate search --fusion/--dense-weight/--context-weight, "
+                "or the same fields in the API's search body)"
+            )
         if conflicts:
             detail = ", ".join(f"{k}: stored {old!r}, asked {new!r}" for k, (old, new) in conflicts.items())
             raise CollectionError(

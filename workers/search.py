@@ -60,7 +60,8 @@ class SearchOptions:
             self.mode,
             self.fusion if self.fusion is not None else config.fusion,
             self.context_weight if self.context_weight is not None else config.context_weight,
-            self.dense_weight if self.dense_weight is not None else config.dense_weight,
+            self.dense_weight if self.dense_weight is not None else (
+                config.dense_weight if config.dense_weight is not None else 1.0),
             self.reranker if self.reranker is not None else get_settings().reranker,
             self.candidates,
         )
