@@ -147,3 +147,22 @@ def test_rate_limiter_is_shared_and_429_penalties_do_not_add_up():
     t0 = time.monotonic()
     b.acquire(10, 10)
     assert 0.8 < time.monotonic() - t0 < 1.6
+
+
+def test_rate_limiter_settles_a_request_larger_than_its_bucket_as_the_provider_charges_it():
+    """The provider charges such a request the whole bucket (no more); settling the unclipped
+    estimate against it used to refund tokens the provider never gave back: 429s followed."""
+    import uuid
+
+    import pytest
+
+    from workers.models import Limits
+    from workers.ratelimit import RateLimiter
+
+    limiter = RateLimiter(uuid.uuid4().hex, Limits(rpm=6000, itpm=600, otpm=10**6), burst_s=1.0)  # 10 tokens, 10/s
+    taken = limiter.acquire(50, 1)
+    assert taken.input_tokens == 10
+    limiter.settle(taken, 40, 1)  # real usage also over the bucket: charged 10 by the provider too
+    with pytest.raises(TimeoutError):  # the bucket is empty: 8 tokens need ~0.8 s of refill
+        limiter.acquire(8, 1, deadline_s=0.3)
+    limiter.settle(limiter.acquire(8, 1, deadline_s=5), 2, 1)  # a small one, refunded down to 2

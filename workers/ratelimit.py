@@ -99,15 +99,24 @@ class RateLimiter:
                 args += [cap, rate, need]
             wait = float(self._acquire(keys=self.keys, args=args))
             if wait <= 0:
-                return Reservation(input_tokens, output_tokens)
+                # What the bucket really gave: a request larger than the bucket takes it all
+                # (the script clips), as the provider's bucket does.
+                return Reservation(self._clip(1, input_tokens), self._clip(2, output_tokens))
             if time.monotonic() + wait > give_up:
                 raise TimeoutError(f"rate limiter: no capacity within {deadline_s:.0f}s")
             # A little jitter so waiting workers do not all retry at the same instant.
             time.sleep(min(wait, 5.0) * (1 + random.random() * 0.1))
 
+    def _clip(self, bucket: int, amount: int) -> int:
+        return int(min(amount, self.buckets[bucket][0]))
+
     def settle(self, reserved: Reservation, input_tokens: int, output_tokens: int) -> None:
-        """Charge the difference between real usage and the reservation (may be a refund)."""
-        deltas = (0, input_tokens - reserved.input_tokens, output_tokens - reserved.output_tokens)
+        """Charge the difference between real usage and the reservation (may be a refund),
+        both clipped at the bucket's capacity the way the provider charges them: settling an
+        unclipped amount against a clipped reservation would leave this bucket fuller than
+        the provider's, and the next requests would meet 429s."""
+        deltas = (0, self._clip(1, input_tokens) - reserved.input_tokens,
+                  self._clip(2, output_tokens) - reserved.output_tokens)
         args: list[float] = [time.time()]
         keys = []
         for key, (cap, rate), delta in zip(self.keys, self.buckets, deltas):
