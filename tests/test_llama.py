@@ -50,3 +50,29 @@ def test_llama_without_a_model_file_is_refused_at_creation(collection_name, tmp_
     result = run_cli("ingest", "--collection", collection_name, "--contextualizer", "llama",
                      "--model", str(tmp_path / "nope.gguf"), str(tmp_path))
     assert result.returncode == 2 and "nope.gguf" in result.stderr and "GGUF" in result.stderr
+
+
+def test_a_document_over_the_window_is_cut_to_a_fixed_head(monkeypatch):
+    """Counted with the model's tokenizer: the prompt always fits, and the head is the same for
+    every chunk (so the KV prefix is reused)."""
+    from workers import settings
+    from workers.chunking import Chunk
+    from workers.collections import CollectionConfig
+    from workers.contextualizers import SourceDocument
+    from workers.llm_local import LlamaContextualizer
+
+    monkeypatch.setenv("SITUATE_LLAMA_N_CTX", "512")
+    monkeypatch.setenv("SITUATE_LLM_MAX_OUTPUT_TOKENS", "24")
+    settings.get_settings.cache_clear()
+    try:
+        text = " ".join(f"word{i} otters kelp urchins" for i in range(800))
+        chunks = [Chunk(0, text[:300], 0, 300), Chunk(1, text[-300:], len(text) - 300, len(text))]
+        doc = SourceDocument("c", "long", "v", text, "text", {}, chunks)
+        contextualizer = LlamaContextualizer(CollectionConfig(name="c", contextualizer="llama", model=str(smollm2())))
+        contexts = list(contextualizer.contextualize(doc, chunks))
+        assert [c.n for c, _ in contexts] == [0, 1]
+        for _, context in contexts:
+            assert context.text and context.usage["document_cut"] is True
+            assert context.usage["input_tokens"] + context.usage["output_tokens"] <= 512
+    finally:
+        settings.get_settings.cache_clear()

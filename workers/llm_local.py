@@ -29,7 +29,7 @@ from workers.settings import get_settings
 
 SYSTEM = ("You write one or two sentences that say where the chunk sits in the document and what "
           "it is about. Answer with the sentences only.")
-CHARS_PER_TOKEN = 3.0  # conservative for code; a too-long prompt would be refused by llama.cpp
+PROMPT_OVERHEAD_TOKENS = 64  # the chat template's role markers around the messages
 
 _models: dict[str, Any] = {}
 _lock = threading.Lock()  # one generation at a time per process: the KV cache is per model
@@ -70,17 +70,29 @@ class LlamaContextualizer:
         user = prompts.document_block(document) + "\n" + prompts.chunk_instruction(chunk.text, self.config.prompt)
         return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
 
+    def _document(self, model, doc: SourceDocument, chunks: list[Chunk]) -> str:
+        """The document as the model will see it: whole, or its head cut to fit the window
+        beside the longest chunk, the prompt and the answer (counted with the model's own
+        tokenizer, the only count llama.cpp will agree with)."""
+        s = get_settings()
+        count = lambda text: len(model.tokenize(text.encode("utf-8"), add_bos=False))  # noqa: E731
+        fixed = count(SYSTEM) + count(self._messages("", max(chunks, key=lambda c: len(c.text)))[1]["content"])
+        budget = s.llama_n_ctx - s.llm_max_output_tokens - fixed - PROMPT_OVERHEAD_TOKENS
+        if budget < 256:
+            raise LocalLLMError(f"llama contextualizer: a chunk leaves no room for its document in a "
+                                f"{s.llama_n_ctx}-token window (SITUATE_LLAMA_N_CTX)")
+        tokens = model.tokenize(doc.text.encode("utf-8"), add_bos=False)
+        if len(tokens) <= budget:
+            return doc.text
+        return model.detokenize(tokens[:budget]).decode("utf-8", errors="ignore")
+
     def contextualize(self, doc: SourceDocument, chunks: list[Chunk]) -> Iterator[tuple[Chunk, Context]]:
         s = get_settings()
-        # Room for the document: the window minus the longest chunk, the answer and the prompt.
-        longest = max((len(c.text) for c in chunks), default=0)
-        budget = int((s.llama_n_ctx - s.llm_max_output_tokens - 200) * CHARS_PER_TOKEN) - longest
-        if budget < 1000:
-            raise LocalLLMError(f"llama contextualizer: a {longest}-character chunk leaves no room for its "
-                                f"document in a {s.llama_n_ctx}-token window (SITUATE_LLAMA_N_CTX)")
-        document = doc.text if len(doc.text) <= budget else doc.text[:budget]
+        if not chunks:
+            return
         with _lock:
             model = _load(self.path)
+            document = self._document(model, doc, chunks)
             for chunk in sorted(chunks, key=lambda c: c.n):  # in order: each reuses the last prefix
                 started = time.monotonic()
                 answer = model.create_chat_completion(self._messages(document, chunk),
