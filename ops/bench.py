@@ -252,7 +252,8 @@ def situate_run(standin: StandInProcess, label: str, workers: int, concurrency: 
             "chunks_per_s": chunks / elapsed, "cost_usd": t["cost_usd"], "http_429": t["http_429"],
             "http_529": t["http_529"], "seconds": elapsed, "requests_per_min": s["requests"] / elapsed * 60,
             "input_tokens_per_min": (t["input_tokens"] + t["cache_write_tokens"]) / elapsed * 60,
-            "standin_429": s["http_429"], "standin_requests": s["requests"], "steady_rpm": steady_rpm}
+            "standin_429": s["http_429"], "standin_429_by": s.get("http_429_by", {}),
+            "standin_requests": s["requests"], "steady_rpm": steady_rpm}
 
 
 def bench_situate(args) -> None:

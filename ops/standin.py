@@ -99,7 +99,7 @@ class StandIn:
         self.stats: dict[str, Any] = {"requests": 0, "ok": 0, "http_429": 0, "http_529": 0, "input_tokens": 0,
                                       "cache_write_tokens": 0, "cache_read_tokens": 0, "output_tokens": 0,
                                       "in_flight": 0, "max_in_flight": 0, "first_at": None, "last_at": None,
-                                      "batch_requests": 0, "breakpoints": 0}
+                                      "batch_requests": 0, "breakpoints": 0, "http_429_by": {}}
         self.admitted: list[float] = []  # wall-clock time of each request let through
         self.batches: dict[str, dict[str, Any]] = {}
 
@@ -150,8 +150,11 @@ class StandIn:
             self.buckets[spec.id] = [Bucket(limits[k], self.config.burst_s) for k in ("rpm", "itpm", "otpm")]
         buckets = self.buckets[spec.id]
         needs = (1, usage["input_tokens"] + usage["cache_write_tokens"], max_tokens)
-        wait = max(b.wait_for(n) for b, n in zip(buckets, needs))
+        waits = [b.wait_for(n) for b, n in zip(buckets, needs)]
+        wait = max(waits)
         if wait > 0:
+            short = ("rpm", "itpm", "otpm")[waits.index(wait)]
+            self.stats["http_429_by"][short] = self.stats["http_429_by"].get(short, 0) + 1
             return wait
         for b, n in zip(buckets, needs):
             b.level -= min(n, b.cap)

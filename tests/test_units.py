@@ -166,3 +166,16 @@ def test_rate_limiter_settles_a_request_larger_than_its_bucket_as_the_provider_c
     with pytest.raises(TimeoutError):  # the bucket is empty: 8 tokens need ~0.8 s of refill
         limiter.acquire(8, 1, deadline_s=0.3)
     limiter.settle(limiter.acquire(8, 1, deadline_s=5), 2, 1)  # a small one, refunded down to 2
+
+
+def test_token_estimate_is_calibrated_by_the_providers_counts():
+    from workers.llm import LLMContextualizer
+
+    contextualizer = LLMContextualizer.__new__(LLMContextualizer)  # no provider needed for the arithmetic
+    contextualizer.token_ratio = 1.0
+    for _ in range(30):
+        contextualizer._calibrate(1000, 780)  # the provider counts 22% fewer tokens than estimated
+    assert abs(contextualizer.token_ratio - 0.78) < 0.01
+    contextualizer._calibrate(10, 1)          # too small to say anything
+    contextualizer._calibrate(1000, 10_000)   # an outlier moves it, bounded
+    assert 0.78 < contextualizer.token_ratio <= 0.8 * 0.78 + 0.2 * 1.5 + 1e-9

@@ -15,6 +15,7 @@ any other 4xx, an empty or refused answer fail the chunk — and so the document
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import threading
@@ -227,6 +228,16 @@ class LLMContextualizer:
         self.limiter = RateLimiter(f"{scope}:{config.model}",
                                    models.Limits(**limits) if limits else self.spec.limits, s.rate_limit_burst_s)
         self.name = config.contextualizer
+        # Provider-counted input tokens per estimated token, learned from the calls this
+        # process has made (EMA): reservations then match what the provider will charge, so
+        # the limit is neither overrun (429s) nor left unused (an estimate 28% high on code
+        # cost as much of the input-token limit). Starts at 1: the estimate itself.
+        self.token_ratio = 1.0
+
+    def _calibrate(self, estimated: int, counted: int) -> None:
+        if estimated >= 50 and counted > 0:
+            observed = min(1.5, max(0.5, counted / estimated))
+            self.token_ratio = 0.8 * self.token_ratio + 0.2 * observed
 
     # -- one chunk ---------------------------------------------------------------------------
     def _prompt(self, doc: SourceDocument, chunk: Chunk, long_doc: bool) -> Prompt:
@@ -252,7 +263,8 @@ class LLMContextualizer:
         cached_tokens = models.estimate_tokens(prompt.cached or "")
         rest_tokens = models.estimate_tokens(prompt.instruction + (prompt.preceding or ""))
         # Reserve what the provider will count: cache reads don't count toward input limits.
-        reserve_in = rest_tokens + (0 if (prompt.cache and expect_read) else cached_tokens)
+        estimate_in = rest_tokens + (0 if (prompt.cache and expect_read) else cached_tokens)
+        reserve_in = math.ceil(estimate_in * self.token_ratio * 1.05)  # 5% margin over the learned ratio
         overloaded = 0  # 529/5xx answers so far: the exponent of the backoff
         attempt = 0
         # A 429 is "not now", not a failure: it spends patience, not attempts; only 529/5xx
@@ -281,7 +293,10 @@ class LLMContextualizer:
                     time.sleep(min(30.0, 0.5 * 2 ** (overloaded - 1)) * (0.5 + random.random()))
                 continue
             latency = time.monotonic() - t0
-            self.limiter.settle(reservation, answer.input_tokens + answer.cache_write_tokens, answer.output_tokens)
+            charged = answer.input_tokens + answer.cache_write_tokens
+            self.limiter.settle(reservation, charged, answer.output_tokens)
+            if expect_read == (answer.cache_read_tokens > 0) or not prompt.cache:  # the kind of call we estimated
+                self._calibrate(estimate_in, charged)
             cost = models.cost_usd(self.spec, answer.input_tokens, answer.cache_write_tokens,
                                    answer.cache_read_tokens, answer.output_tokens)
             u = {"model": self.config.model, "input_tokens": answer.input_tokens,
