@@ -72,6 +72,14 @@ def register(app: FastAPI, stats: VectorStats) -> None:
                              "message": "Too many requests" if status == 429 else "Service unavailable"},
                             status_code=status, headers=headers)
 
+    def model_of(body: dict[str, Any], table: dict, provider: str):
+        """The requested model's row, or None (the route answers 400) if this API has no such model."""
+        spec = table.get(body.get("model", ""))
+        return spec if spec is not None and spec.provider == provider else None
+
+    def unsupported(body: dict[str, Any]) -> JSONResponse:
+        return JSONResponse({"detail": f"Model {body.get('model')} is not supported"}, status_code=400)
+
     def too_big(texts: list[str], spec: models.EmbeddingSpec) -> JSONResponse | None:
         total = sum(len(tokens(t)) for t in texts)
         if len(texts) > spec.max_texts or total > spec.max_request_tokens:
@@ -83,9 +91,8 @@ def register(app: FastAPI, stats: VectorStats) -> None:
         body = await request.json()
         if (answer := fault("voyage_embed")) is not None:
             return answer
-        spec = models.EMBEDDING_MODELS.get(body.get("model", ""))
-        if spec is None or spec.provider != "voyage":
-            return JSONResponse({"detail": f"Model {body.get('model')} is not supported"}, status_code=400)
+        if (spec := model_of(body, models.EMBEDDING_MODELS, "voyage")) is None:
+            return unsupported(body)
         texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
         if (answer := too_big(texts, spec)) is not None:
             return answer
@@ -102,9 +109,8 @@ def register(app: FastAPI, stats: VectorStats) -> None:
         body = await request.json()
         if (answer := fault("voyage_context")) is not None:
             return answer
-        spec = models.EMBEDDING_MODELS.get(body.get("model", ""))
-        if spec is None or spec.provider != "voyage-context":
-            return JSONResponse({"detail": f"Model {body.get('model')} is not supported"}, status_code=400)
+        if (spec := model_of(body, models.EMBEDDING_MODELS, "voyage-context")) is None:
+            return unsupported(body)
         inputs: list[list[str]] = body["inputs"]
         for chunks in inputs:
             if sum(len(tokens(c)) for c in chunks) > spec.max_text_tokens:
@@ -137,9 +143,8 @@ def register(app: FastAPI, stats: VectorStats) -> None:
         body = await request.json()
         if (answer := fault("voyage_rerank")) is not None:
             return answer
-        spec = models.RERANK_MODELS.get(body.get("model", ""))
-        if spec is None or spec.provider != "voyage":
-            return JSONResponse({"detail": f"Model {body.get('model')} is not supported"}, status_code=400)
+        if (spec := model_of(body, models.RERANK_MODELS, "voyage")) is None:
+            return unsupported(body)
         if len(body["documents"]) > spec.max_documents:
             return JSONResponse({"detail": "too many documents"}, status_code=400)
         used = len(tokens(body["query"])) * len(body["documents"]) + sum(len(tokens(d)) for d in body["documents"])

@@ -256,8 +256,8 @@ def stats(
     out.print(table)
 
 
-def _configurations(spec: str, names: list[str]) -> list[tuple[str, str, "object"]]:
-    """``hybrid,bm25,dense,hybrid+rerank`` x collections -> (label, collection, SearchOptions)."""
+def _configurations(spec: str, names: list[str]) -> list[tuple[str, str, tuple[str, bool]]]:
+    """``hybrid,bm25,dense,hybrid+rerank`` x collections -> (label, collection, (mode, rerank))."""
     from workers.search import MODES, SearchOptions
 
     out = []

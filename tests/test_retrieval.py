@@ -253,7 +253,7 @@ def test_weighted_fusion_keeps_score_gaps():
     assert np.isclose(fuse(sides, {"bm25": 1, "dense": 0}, "weighted")[0].score, 1.0)
 
 
-def test_unknown_reranker_is_refused_by_the_api_client_path(worker, collection_name, tmp_path):
+def test_unknown_reranker_is_refused_by_the_cli(worker, collection_name, tmp_path):
     _ingest(collection_name, tmp_path, "--contextualizer", "none")
     bad = run_cli("search", "--collection", collection_name, "--reranker", "magic", "otters")
     assert bad.returncode == 2 and "reranker" in bad.stderr

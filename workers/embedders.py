@@ -20,6 +20,7 @@ them at the stand-in. A 429 or 5xx is retried with exponential backoff by each c
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from functools import lru_cache
@@ -151,7 +152,7 @@ class Voyage:
     name = "voyage"
 
     def __init__(self, model: str):
-        self.spec = models.embedding_model("voyage", model)
+        self.spec = models.embedding_model(self.name, model)  # the subclass's name: its own table rows
         self.dimension = self.spec.dimension
         self.client = _voyage_client()
 
@@ -174,16 +175,11 @@ class VoyageContext(Voyage):
 
     name = "voyage-context"
 
-    def __init__(self, model: str):
-        self.spec = models.embedding_model("voyage-context", model)
-        self.dimension = self.spec.dimension
-        self.client = _voyage_client()
-
     def embed_documents(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        part_spec = models.EmbeddingSpec(self.spec.id, self.spec.provider, self.spec.dimension,
-                                         self.spec.max_texts, self.spec.max_text_tokens)
+        # One request per part: the per-input cap is what bounds a part.
+        part_spec = dataclasses.replace(self.spec, max_request_tokens=self.spec.max_text_tokens)
         vectors = []
         for part in _batches(texts, part_spec):
             result = self.client.contextualized_embed([part], model=self.spec.id, input_type="document")

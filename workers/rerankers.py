@@ -29,6 +29,14 @@ from workers import models
 NAMES = ("none", "voyage", "bedrock", "cohere", "onnx")
 
 
+def _in_order(count: int, scored) -> list[float]:
+    """Provider results ``(index, relevance_score)``, in any order -> one score per document."""
+    out = [0.0] * count
+    for index, score in scored:
+        out[index] = float(score)
+    return out
+
+
 class Reranker(Protocol):
     name: str
 
@@ -47,10 +55,8 @@ class VoyageReranker:
         self.client = _voyage_client()
 
     def scores(self, query: str, documents: list[str]) -> list[float]:
-        out = [0.0] * len(documents)
-        for r in self.client.rerank(query, documents, model=self.model).results:
-            out[r.index] = float(r.relevance_score)
-        return out
+        results = self.client.rerank(query, documents, model=self.model).results
+        return _in_order(len(documents), ((r.index, r.relevance_score) for r in results))
 
 
 class BedrockReranker:
@@ -70,10 +76,8 @@ class BedrockReranker:
             body["api_version"] = 2
         response = self.client.invoke_model(modelId=self.model, body=json.dumps(body),
                                             contentType="application/json", accept="application/json")
-        out = [0.0] * len(documents)
-        for r in json.loads(response["body"].read())["results"]:
-            out[r["index"]] = float(r["relevance_score"])
-        return out
+        results = json.loads(response["body"].read())["results"]
+        return _in_order(len(documents), ((r["index"], r["relevance_score"]) for r in results))
 
 
 class CohereReranker:
@@ -104,10 +108,7 @@ class CohereReranker:
             response.raise_for_status()
             return response.json()
 
-        out = [0.0] * len(documents)
-        for r in call()["results"]:
-            out[r["index"]] = float(r["relevance_score"])
-        return out
+        return _in_order(len(documents), ((r["index"], r["relevance_score"]) for r in call()["results"]))
 
 
 class OnnxCrossEncoder:
