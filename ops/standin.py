@@ -99,8 +99,10 @@ class StandIn:
         self.stats: dict[str, Any] = {"requests": 0, "ok": 0, "http_429": 0, "http_529": 0, "input_tokens": 0,
                                       "cache_write_tokens": 0, "cache_read_tokens": 0, "output_tokens": 0,
                                       "in_flight": 0, "max_in_flight": 0, "first_at": None, "last_at": None,
-                                      "batch_requests": 0, "breakpoints": 0, "http_429_by": {}}
+                                      "batch_requests": 0, "breakpoints": 0, "http_429_by": {}, "busy_s": 0.0}
+        self.flight: list[tuple[float, int]] = []  # (wall-clock time, calls in flight after it)
         self.admitted: list[float] = []  # wall-clock time of each request let through
+        self.admitted_tokens: list[int] = []  # and the input tokens it was charged
         self.batches: dict[str, dict[str, Any]] = {}
 
     # -- caching -------------------------------------------------------------------------------
@@ -159,6 +161,7 @@ class StandIn:
         for b, n in zip(buckets, needs):
             b.level -= min(n, b.cap)
         self.admitted.append(time.time())
+        self.admitted_tokens.append(needs[1])
         return 0.0
 
     def refund_output(self, model: str, max_tokens: int, used: int) -> None:
@@ -179,16 +182,24 @@ class StandIn:
             text = " ".join(tokens[:max_tokens])
         return text
 
+    def _in_flight(self, change: int) -> None:
+        """Calls in flight over time (``busy_s`` integrates it: busy_s / elapsed = the mean)."""
+        now, s = time.time(), self.stats
+        if self.flight:
+            s["busy_s"] += s["in_flight"] * (now - self.flight[-1][0])
+        s["in_flight"] += change
+        self.flight.append((now, s["in_flight"]))
+
     def begin(self) -> None:
         s = self.stats
         s["requests"] += 1
-        s["in_flight"] += 1
+        self._in_flight(+1)
         s["max_in_flight"] = max(s["max_in_flight"], s["in_flight"])
         s["first_at"] = s["first_at"] or time.time()
 
     def end(self, usage: dict[str, int] | None) -> None:
         s = self.stats
-        s["in_flight"] -= 1
+        self._in_flight(-1)
         s["last_at"] = time.time()
         if usage:
             s["ok"] += 1
@@ -412,7 +423,8 @@ def make_app(standin: StandIn) -> FastAPI:
     # -- control ---------------------------------------------------------------------------------
     @app.get("/standin/stats")
     async def stats(times: bool = False):
-        extra = {"admitted_at": standin.admitted} if times else {}
+        extra = {"admitted_at": standin.admitted, "admitted_tokens": standin.admitted_tokens,
+                 "in_flight": standin.flight} if times else {}
         return {**standin.stats, "cache_entries": len(standin.cache), "config": asdict(standin.config),
                 "vectors": vectors.as_json(), **extra}
 

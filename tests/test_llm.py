@@ -212,3 +212,35 @@ def test_big_document_is_sliced_across_workers_and_still_read_from_cache(worker,
     assert status.get(collection_name, "huge")["chunks"] == 40
     logs = "".join(p.read_text() for p in WORKER_LOGS)
     assert "situate.situate_slice" in logs
+
+
+def test_a_lone_call_on_a_cold_document_reserves_its_cache_write(standin, collection_name, monkeypatch):
+    """A big document's first call runs alone (its slices fan out after it): it writes the
+    cache, so the shared limiter must hold the whole document for it, not a read's share.
+    Reserved as a read, it overdrew the bucket by the document and 429s followed."""
+    from workers import collections, llm
+    from workers.chunking import locate
+    from workers.contextualizers import SourceDocument
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET_KEY)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", standin.url)
+    standin.configure()
+    doc = chunked_doc("cold", 6, words=BIG)
+    chunks = locate(doc["text"], list(enumerate(doc["chunks"])))
+    config = collections.ensure(collection_name, contextualizer="anthropic", model=TEST_MODEL)
+    contextualizer = llm.anthropic_contextualizer(config)
+    reserved: list[int] = []
+    acquire = contextualizer.limiter.acquire
+    monkeypatch.setattr(contextualizer.limiter, "acquire",
+                        lambda tokens, *a, **k: reserved.append(tokens) or acquire(tokens, *a, **k))
+    source = SourceDocument(collection_name, "cold", "v1", doc["text"], "english", {}, chunks)
+
+    list(contextualizer.contextualize(source, chunks[:1]))  # alone, cold
+    written = standin.stats()["cache_write_tokens"]
+    assert written > 2048 and reserved[0] >= written
+
+    source.warm = True  # the slices that follow read it
+    list(contextualizer.contextualize(source, chunks[1:3]))
+    s = standin.stats()
+    assert s["cache_read_tokens"] == 2 * written
+    assert all(r < reserved[0] / 3 for r in reserved[1:]), reserved  # one chunk of six, no document

@@ -12,6 +12,7 @@ LLM providers (``anthropic``, ``bedrock``, local ``llama``) register in ``PROVID
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Protocol
 
@@ -130,14 +131,16 @@ def check_name(name: str) -> None:
 
 
 _cache: dict[str, Contextualizer] = {}
+_cache_lock = threading.Lock()
 
 
 def for_collection(config: CollectionConfig) -> Contextualizer:
     key = f"{config.name}:{config.contextualizer}:{config.model}"
-    if key not in _cache:
-        check_name(config.contextualizer)
-        _cache[key] = PROVIDERS[config.contextualizer](config)
-    return _cache[key]
+    with _cache_lock:  # a worker's threads start many documents of a collection at once: build one
+        if key not in _cache:
+            check_name(config.contextualizer)
+            _cache[key] = PROVIDERS[config.contextualizer](config)
+        return _cache[key]
 
 
 def contextualized_text(context: str, chunk: str) -> str:

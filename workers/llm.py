@@ -15,7 +15,6 @@ any other 4xx, an empty or refused answer fail the chunk — and so the document
 
 from __future__ import annotations
 
-import math
 import os
 import random
 import threading
@@ -28,7 +27,7 @@ from workers import models, prompts, usage
 from workers.chunking import Chunk
 from workers.collections import CollectionConfig
 from workers.contextualizers import Context, SourceDocument
-from workers.ratelimit import RateLimiter
+from workers.ratelimit import RateLimiter, TokenCalibration
 from workers.settings import get_settings
 
 
@@ -228,16 +227,20 @@ class LLMContextualizer:
         self.limiter = RateLimiter(f"{scope}:{config.model}",
                                    models.Limits(**limits) if limits else self.spec.limits, s.rate_limit_burst_s)
         self.name = config.contextualizer
-        # Provider-counted input tokens per estimated token, learned from the calls this
-        # process has made (EMA): reservations then match what the provider will charge, so
-        # the limit is neither overrun (429s) nor left unused (an estimate 28% high on code
-        # cost as much of the input-token limit). Starts at 1: the estimate itself.
-        self.token_ratio = 1.0
+        # What the provider counts per estimated token, for the document block (its share of a
+        # warm-up call, learned from cache writes) and for the rest of a prompt (instruction +
+        # chunk, learned from uncached input beside a cache hit or write): two kinds of text
+        # with different ratios, and the document block is the big, costly one to get wrong.
+        self.document_tokens = TokenCalibration()
+        self.prompt_tokens = TokenCalibration()
 
-    def _calibrate(self, estimated: int, counted: int) -> None:
-        if estimated >= 50 and counted > 0:
-            observed = min(1.5, max(0.5, counted / estimated))
-            self.token_ratio = 0.8 * self.token_ratio + 0.2 * observed
+    def _calibrate(self, cached_est: int, rest_est: int, answer: "Answer") -> None:
+        if answer.cache_write_tokens:
+            self.document_tokens.observe(cached_est, answer.cache_write_tokens)
+        if answer.cache_write_tokens or answer.cache_read_tokens:
+            self.prompt_tokens.observe(rest_est, answer.input_tokens)
+        elif cached_est:  # no cache: the document is inside input_tokens with the rest
+            self.document_tokens.observe(cached_est, answer.input_tokens - round(self.prompt_tokens.mean * rest_est))
 
     # -- one chunk ---------------------------------------------------------------------------
     def _prompt(self, doc: SourceDocument, chunk: Chunk, long_doc: bool) -> Prompt:
@@ -263,8 +266,8 @@ class LLMContextualizer:
         cached_tokens = models.estimate_tokens(prompt.cached or "")
         rest_tokens = models.estimate_tokens(prompt.instruction + (prompt.preceding or ""))
         # Reserve what the provider will count: cache reads don't count toward input limits.
-        estimate_in = rest_tokens + (0 if (prompt.cache and expect_read) else cached_tokens)
-        reserve_in = math.ceil(estimate_in * self.token_ratio * 1.05)  # 5% margin over the learned ratio
+        reading = prompt.cache and expect_read
+        reserve_in = self.prompt_tokens.reserve(rest_tokens) + (0 if reading else self.document_tokens.reserve(cached_tokens))
         overloaded = 0  # 529/5xx answers so far: the exponent of the backoff
         attempt = 0
         # A 429 is "not now", not a failure: it spends patience, not attempts; only 529/5xx
@@ -295,8 +298,7 @@ class LLMContextualizer:
             latency = time.monotonic() - t0
             charged = answer.input_tokens + answer.cache_write_tokens
             self.limiter.settle(reservation, charged, answer.output_tokens)
-            if expect_read == (answer.cache_read_tokens > 0) or not prompt.cache:  # the kind of call we estimated
-                self._calibrate(estimate_in, charged)
+            self._calibrate(cached_tokens, rest_tokens, answer)
             cost = models.cost_usd(self.spec, answer.input_tokens, answer.cache_write_tokens,
                                    answer.cache_read_tokens, answer.output_tokens)
             u = {"model": self.config.model, "input_tokens": answer.input_tokens,
@@ -348,9 +350,12 @@ class LLMContextualizer:
                     raise first.exception()
             else:
                 started.set()
-            # Reserve rate-limit budget for reads only if the warm-up really cached the prefix
-            # (near the model's minimum our token estimate can be on either side of it).
-            reads = cacheable and (not warm or warm.get("cache_write_tokens", 0) + warm.get("cache_read_tokens", 0) > 0)
+            # Reserve rate-limit budget for reads only where a read is due: the document is
+            # known warm, or our warm-up really cached the prefix (near the model's minimum our
+            # token estimate can be on either side of it). A lone call on a cold document (a
+            # big document's first call, before its slices fan out) writes: reserving it as a
+            # read overdrew the shared bucket by the whole document, and 429s followed.
+            reads = cacheable and (doc.warm or warm.get("cache_write_tokens", 0) + warm.get("cache_read_tokens", 0) > 0)
             bound = s.llm_document_concurrency
             error: BaseException | None = None
             while pending or (queue and error is None):
