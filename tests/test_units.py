@@ -210,3 +210,22 @@ def test_token_estimate_is_calibrated_by_the_providers_counts():
     assert (calibration.mean, calibration.var) == before
     calibration.observe(1000, 100_000)  # an outlier moves it, boundedly (ratio clipped at 1.5)
     assert calibration.mean <= before[0] + 0.1 * (1.5 - before[0]) + 1e-9
+
+
+def test_call_pool_serves_first_calls_ahead_of_fan_outs():
+    """A document's first call must not queue behind other documents' fan-out calls."""
+    import threading
+
+    from workers.llm import CallPool
+
+    pool, gate, order = CallPool(1), threading.Event(), []
+    blocker = pool.submit(CallPool.REST, gate.wait)  # the pool's one thread is busy
+    rest = [pool.submit(CallPool.REST, order.append, f"rest-{i}") for i in range(2)]
+    cancelled = pool.submit(CallPool.REST, order.append, "cancelled")
+    first = pool.submit(CallPool.FIRST, order.append, "first")
+    assert cancelled.cancel()
+    gate.set()
+    for future in [blocker, *rest, first]:
+        future.result(timeout=5)
+    assert order == ["first", "rest-0", "rest-1"]
+    assert isinstance(pool.submit(CallPool.REST, lambda: 1 / 0).exception(timeout=5), ZeroDivisionError)

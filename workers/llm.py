@@ -15,11 +15,13 @@ any other 4xx, an empty or refused answer fail the chunk — and so the document
 
 from __future__ import annotations
 
+import itertools
 import os
+import queue
 import random
 import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Protocol
 
@@ -197,16 +199,49 @@ def _retry_after(response) -> float | None:
         return None
 
 
+class CallPool:
+    """The per-process bound on calls in flight, served by priority, then in order.
+
+    A document's first call goes ahead of other documents' fan-out calls: nothing else of its
+    document can start before that call's response does, so a FIFO pool that queues it behind
+    fan-outs (a busy worker holds many documents) starts documents late, and the last ones to
+    start make the run's long tail while the other workers idle.
+    """
+
+    FIRST, REST = 0, 1
+
+    def __init__(self, size: int):
+        self._queue: queue.PriorityQueue = queue.PriorityQueue()
+        self._order = itertools.count()  # ties: in order of submission (never compares futures)
+        for i in range(size):
+            threading.Thread(target=self._serve, name=f"llm-{i}", daemon=True).start()
+
+    def submit(self, priority: int, fn: Callable[..., Any], *args: Any) -> Future:
+        future: Future = Future()
+        self._queue.put((priority, next(self._order), future, fn, args))
+        return future
+
+    def _serve(self) -> None:
+        while True:
+            _, _, future, fn, args = self._queue.get()
+            if not future.set_running_or_notify_cancel():  # cancelled while queued
+                continue
+            try:
+                future.set_result(fn(*args))
+            except BaseException as e:  # handed to whoever waits on the future
+                future.set_exception(e)
+
+
 _pool_lock = threading.Lock()
-_pool: ThreadPoolExecutor | None = None
+_pool: CallPool | None = None
 
 
-def worker_pool() -> ThreadPoolExecutor:
+def worker_pool() -> CallPool:
     """One pool per process: its size is the per-worker bound on calls in flight."""
     global _pool
     with _pool_lock:
         if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=get_settings().llm_concurrency, thread_name_prefix="llm")
+            _pool = CallPool(get_settings().llm_concurrency)
         return _pool
 
 
@@ -332,16 +367,17 @@ class LLMContextualizer:
 
         calls: list[dict[str, Any]] = []
         pending: dict[Future, Chunk] = {}
-        queue = list(plans)
+        waiting = list(plans)
 
         def submit(chunk: Chunk, prompt: Prompt, expect_read: bool, warm_up: bool = False) -> None:
-            pending[pool.submit(self._situate, doc, run, chunk, prompt, expect_read,
-                                on_started if warm_up else None)] = chunk
+            first = not pending and not calls and not doc.warm  # this document's first call
+            pending[pool.submit(CallPool.FIRST if first else CallPool.REST, self._situate, doc, run, chunk,
+                                prompt, expect_read, on_started if warm_up else None)] = chunk
 
         try:
-            if cacheable and len(queue) > 1 and not doc.warm:
+            if cacheable and len(waiting) > 1 and not doc.warm:
                 # Warm first: one call, and wait until its response starts (or it ends).
-                chunk, prompt = queue.pop(0)
+                chunk, prompt = waiting.pop(0)
                 submit(chunk, prompt, expect_read=False, warm_up=True)
                 first = next(iter(pending))
                 while not started.wait(0.05) and not first.done():
@@ -358,9 +394,9 @@ class LLMContextualizer:
             reads = cacheable and (doc.warm or warm.get("cache_write_tokens", 0) + warm.get("cache_read_tokens", 0) > 0)
             bound = s.llm_document_concurrency
             error: BaseException | None = None
-            while pending or (queue and error is None):
-                while queue and error is None and len(pending) < bound:
-                    chunk, prompt = queue.pop(0)
+            while pending or (waiting and error is None):
+                while waiting and error is None and len(pending) < bound:
+                    chunk, prompt = waiting.pop(0)
                     submit(chunk, prompt, expect_read=reads)
                 done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
                 for future in done:
