@@ -250,7 +250,7 @@ def situate_run(standin: StandInProcess, label: str, workers: int, concurrency: 
             "http_529": t["http_529"], "seconds": elapsed, "requests_per_min": s["requests"] / elapsed * 60,
             "input_tokens_per_min": (t["input_tokens"] + t["cache_write_tokens"]) / elapsed * 60,
             "standin_429": s["http_429"], "standin_429_by": s.get("http_429_by", {}),
-            "standin_requests": s["requests"], **steady}
+            "standin_requests": s["requests"], "mean_calls_in_flight": s["busy_s"] / elapsed, **steady}
 
 
 def steady_rates(admitted: list[tuple[float, int]], limits: dict | None, window_s: float = 10.0) -> dict:

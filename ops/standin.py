@@ -100,7 +100,7 @@ class StandIn:
                                       "cache_write_tokens": 0, "cache_read_tokens": 0, "output_tokens": 0,
                                       "in_flight": 0, "max_in_flight": 0, "first_at": None, "last_at": None,
                                       "batch_requests": 0, "breakpoints": 0, "http_429_by": {}, "busy_s": 0.0}
-        self.flight: list[tuple[float, int]] = []  # (wall-clock time, calls in flight after it)
+        self.flight_changed_at: float | None = None  # last time the calls in flight changed
         self.admitted: list[float] = []  # wall-clock time of each request let through
         self.admitted_tokens: list[int] = []  # and the input tokens it was charged
         self.batches: dict[str, dict[str, Any]] = {}
@@ -183,12 +183,12 @@ class StandIn:
         return text
 
     def _in_flight(self, change: int) -> None:
-        """Calls in flight over time (``busy_s`` integrates it: busy_s / elapsed = the mean)."""
+        """Calls in flight, integrated over time in ``busy_s``: busy_s / elapsed = the mean."""
         now, s = time.time(), self.stats
-        if self.flight:
-            s["busy_s"] += s["in_flight"] * (now - self.flight[-1][0])
+        if self.flight_changed_at is not None:
+            s["busy_s"] += s["in_flight"] * (now - self.flight_changed_at)
         s["in_flight"] += change
-        self.flight.append((now, s["in_flight"]))
+        self.flight_changed_at = now
 
     def begin(self) -> None:
         s = self.stats
@@ -423,8 +423,7 @@ def make_app(standin: StandIn) -> FastAPI:
     # -- control ---------------------------------------------------------------------------------
     @app.get("/standin/stats")
     async def stats(times: bool = False):
-        extra = {"admitted_at": standin.admitted, "admitted_tokens": standin.admitted_tokens,
-                 "in_flight": standin.flight} if times else {}
+        extra = {"admitted_at": standin.admitted, "admitted_tokens": standin.admitted_tokens} if times else {}
         return {**standin.stats, "cache_entries": len(standin.cache), "config": asdict(standin.config),
                 "vectors": vectors.as_json(), **extra}
 

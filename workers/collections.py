@@ -106,15 +106,14 @@ def ensure(name: str, **requested: Any) -> CollectionConfig:
     if raw is not None:
         config = CollectionConfig.model_validate_json(raw)
         conflicts = {k: (getattr(config, k), v) for k, v in requested.items() if getattr(config, k) != v}
+        detail = ", ".join(f"{k}: stored {old!r}, asked {new!r}" for k, (old, new) in conflicts.items())
         if conflicts and set(conflicts) <= set(SEARCH_FIELDS):
-            detail = ", ".join(f"{k}: stored {old!r}, asked {new!r}" for k, (old, new) in conflicts.items())
             raise CollectionError(
                 f"collection {name!r} has other search defaults ({detail}); they are fixed at creation: "
                 "pass them per query instead (situate search --fusion/--dense-weight/--context-weight, "
                 "or the same fields in the API's search body)"
             )
         if conflicts:
-            detail = ", ".join(f"{k}: stored {old!r}, asked {new!r}" for k, (old, new) in conflicts.items())
             raise CollectionError(
                 f"collection {name!r} was created with other settings ({detail}); "
                 "these shape its index and cannot change: ingest into a new collection instead"

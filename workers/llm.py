@@ -379,11 +379,11 @@ class LLMContextualizer:
                 # Warm first: one call, and wait until its response starts (or it ends).
                 chunk, prompt = waiting.pop(0)
                 submit(chunk, prompt, expect_read=False, warm_up=True)
-                first = next(iter(pending))
-                while not started.wait(0.05) and not first.done():
+                warm_up = next(iter(pending))
+                while not started.wait(0.05) and not warm_up.done():
                     pass
-                if first.done() and first.exception():
-                    raise first.exception()
+                if warm_up.done() and warm_up.exception():
+                    raise warm_up.exception()
             else:
                 started.set()
             # Reserve rate-limit budget for reads only where a read is due: the document is
