@@ -123,6 +123,13 @@ def get_collection(collection: str) -> dict[str, Any]:
             "chunks_indexed": index.count(config)}
 
 
+@app.post("/v1/collections/{collection}/refresh", dependencies=authed)
+def refresh_collection(collection: str) -> dict[str, str]:
+    """Make what is indexed searchable now, not at the next scheduled refresh (within 1 s)."""
+    index.refresh(_config(collection))
+    return {"status": "refreshed"}
+
+
 @app.post("/v1/collections/{collection}/documents", status_code=202, dependencies=authed)
 def add_documents(collection: str, body: DocumentIn | DocumentsIn | list[DocumentIn]) -> dict[str, Any]:
     """Submit one document, ``{"documents": [...]}``, or a list. The collection is created on

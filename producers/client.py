@@ -50,7 +50,8 @@ class SituateClient:
         return self._call("GET", f"/v1/collections/{collection}/documents/{doc_id}")
 
     def wait(self, collection: str, doc_ids: list[str], timeout: float = 600, poll_s: float = 0.5) -> dict[str, dict[str, Any]]:
-        """Poll until every document is indexed or failed; returns their states."""
+        """Poll until every document is indexed or failed; returns their states. Indexed
+        documents are searchable when it returns (as after ``situate ingest``)."""
         deadline = time.monotonic() + timeout
         states: dict[str, dict[str, Any]] = {}
         pending = list(doc_ids)
@@ -64,6 +65,8 @@ class SituateClient:
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"still pending after {timeout}s: {pending[:10]}")
                 time.sleep(poll_s)
+        if any(doc["state"] == "indexed" for doc in states.values()):
+            self._call("POST", f"/v1/collections/{collection}/refresh")
         return states
 
     def search(self, collection: str, query: str, k: int = 10, filters: dict[str, Any] | None = None,
