@@ -16,72 +16,53 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
-import socket
-import subprocess
 import sys
 import time
 import uuid
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from harness import ROOT, Api, StandIn, Worker  # noqa: E402
+
 CORPUS = Path(os.environ.get("SITUATE_DEMO_CORPUS", ROOT.parent / "shared" / "data" / "cookbook"))
-SITUATE = str(Path(sys.executable).with_name("situate"))
-
-
-def start_worker(concurrency: int, extra: list[str] | None = None, env: dict[str, str] | None = None) -> subprocess.Popen:
-    from workers.app import app
-
-    name = f"bench-{uuid.uuid4().hex[:6]}"
-    log = open(ROOT / ".services" / "logs" / f"{name}.log", "w")
-    proc = subprocess.Popen([SITUATE, "worker", "-c", str(concurrency), "--hostname", f"{name}@%h", *(extra or [])],
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                            env={**os.environ, **(env or {})})
-    while not any(f"{name}@" in k for r in app.control.ping(timeout=0.5) for k in r):
-        if proc.poll() is not None:
-            sys.exit(f"worker died, see {log.name}")
-        time.sleep(0.3)
-    return proc
-
-
-def stop(proc: subprocess.Popen) -> None:
-    os.killpg(proc.pid, signal.SIGTERM)
-    proc.wait(timeout=60)
 
 
 def bench_pipeline(args) -> None:
     from producers import loaders, submit
-    from workers import collections, contextualizers, embedders
+    from workers import lifecycle
     from workers.chunking import guess_language, locate
+    from workers.contextualizers import registry
+    from workers.contextualizers.base import SourceDocument, contextualized_text
+    from workers.embedding import registry as embedders
 
     docs = list(loaders.load_cookbook(CORPUS / "codebase_chunks.json"))
     name = f"bench-{uuid.uuid4().hex[:6]}"
-    config = collections.ensure(name, contextualizer=args.contextualizer)
-    worker = start_worker(args.concurrency)
+    config = lifecycle.ensure(name, contextualizer=args.contextualizer)
+    worker = Worker(args.concurrency)
     try:
         started = time.perf_counter()
         subs = submit.submit(config, docs)
         final = submit.wait(config, subs)
         elapsed = time.perf_counter() - started
     finally:
-        stop(worker)
+        worker.stop()
     failed = [d for d in final.values() if d["state"] != "indexed"]
     chunks = sum(d.get("chunks", 0) for d in final.values())
 
     # Reference, same texts, same machine: the embedder alone, in this process.
-    ctx = contextualizers.for_collection(config)
+    ctx = registry.for_collection(config)
     texts = []
     for d in docs:
         text = d.body if isinstance(d.body, str) else d.body.decode()
         chunk_list = locate(text, [(c["n"], c["text"]) for c in d.chunks])
-        source = contextualizers.SourceDocument(name, d.doc_id, "", text, guess_language(text, d.metadata), d.metadata)
-        texts += [contextualizers.contextualized_text(c.text, chunk.text) for chunk, c in ctx.contextualize(source, chunk_list)]
+        source = SourceDocument(name, d.doc_id, "", text, guess_language(text, d.metadata), d.metadata)
+        texts += [contextualized_text(c.text, chunk.text) for chunk, c in ctx.contextualize(source, chunk_list)]
     embedder = embedders.get(config.embedder, config.embed_model)
     embedder.embed_documents(texts[:32])  # warm-up
     t0 = time.perf_counter()
     embedder.embed_documents(texts)
     embed_s = time.perf_counter() - t0
-    collections.delete(name)
+    lifecycle.delete(name)
 
     pipeline_rate, embed_rate = chunks / elapsed, len(texts) / embed_s
     print(json.dumps({"bench": "pipeline", "contextualizer": args.contextualizer, "worker_processes": args.concurrency,
@@ -95,24 +76,13 @@ def bench_search(args) -> None:
     import httpx
 
     from producers.evaluate import KS, Retrieved, evaluate, load_queries
-    from workers import collections
+    from workers.storage import catalog
 
-    config = collections.load(args.collection)
+    config = catalog.load(args.collection)
     queries = load_queries(CORPUS / "evaluation_set.jsonl")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    api = subprocess.Popen([SITUATE, "api", "--port", str(port)], stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
+    api = Api()
     try:
-        for _ in range(200):
-            try:
-                httpx.get(f"{url}/healthz")
-                break
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        with httpx.Client(base_url=url, timeout=30) as http:
+        with httpx.Client(base_url=api.url, timeout=30) as http:
             def run(q: str, k: int):
                 r = http.post(f"/v1/collections/{config.name}/search", json={"query": q, "k": k})
                 r.raise_for_status()
@@ -120,7 +90,7 @@ def bench_search(args) -> None:
             run(queries[0].query, 20)  # warm-up: loads the query embedder in the API process
             result = evaluate(queries, run)
     finally:
-        stop(api)
+        api.stop()
     print(json.dumps({"bench": "search", "collection": config.name, "contextualizer": config.contextualizer,
                       "queries": result.queries, **{f"pass@{k}": round(result.pass_at[k], 2) for k in KS},
                       "latency_ms_p50": round(result.latency_ms_p50, 1),
@@ -136,48 +106,20 @@ STANDIN_SLOW = {"base_latency_s": 2.4, "uncached_s_per_ktok": 0.5, "read_s_per_k
                 "output_s_per_tok": 0.02}
 
 
-class StandInProcess:
-    def __init__(self, config: dict):
-        import httpx
-
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.proc = subprocess.Popen([sys.executable, str(ROOT / "ops" / "standin.py"), "--port", str(self.port),
-                                      "--config", json.dumps(config)], start_new_session=True)
-        self.http = httpx.Client(base_url=self.url, timeout=30)
-        for _ in range(300):
-            try:
-                self.http.get("/standin/stats")
-                return
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        raise RuntimeError("stand-in did not start")
-
-    def configure(self, **changes) -> None:
-        self.http.post("/standin/config", json=changes).raise_for_status()
-
-    def stats(self) -> dict:
-        return self.http.get("/standin/stats").json()
-
-    def close(self) -> None:
-        stop(self.proc)
-
-
-def cookbook_baseline(standin: StandInProcess, threads: int) -> dict:
+def cookbook_baseline(standin: StandIn, threads: int) -> dict:
     """The cookbook's pattern, re-implemented: one thread pool over every chunk of every
     document, each call with the document block marked for caching, non-streaming."""
     from concurrent.futures import ThreadPoolExecutor
 
     import anthropic
 
-    from workers import models, prompts
+    from workers import models
+    from workers.contextualizers import prompts
 
     client = anthropic.Anthropic(api_key="bench", base_url=standin.url, max_retries=8)
     docs = json.loads((CORPUS / "codebase_chunks.json").read_text())
     jobs = [(d, c) for d in docs for c in d["chunks"]]
-    standin.configure()  # reset the cache and counters
+    standin.update()  # reset the cache and counters
 
     def call(job):
         d, c = job
@@ -204,24 +146,26 @@ def cookbook_baseline(standin: StandInProcess, threads: int) -> dict:
             "cost_usd": cost, "http_429": standin.stats()["http_429"], "seconds": elapsed}
 
 
-def situate_run(standin: StandInProcess, label: str, workers: int, concurrency: int,
+def situate_run(standin: StandIn, label: str, workers: int, concurrency: int,
                 limits: dict | None = None, burst_s: float = 60.0) -> dict:
     from producers import loaders, submit
-    from workers import collections, status, usage
-    from workers.app import INGEST_QUEUE, situate_queue
+    from workers import lifecycle
+    from workers.contextualizers.claude import usage
+    from workers.pipeline.routing import CHUNK_QUEUE, contextualize_queue
     from workers.settings import get_settings
+    from workers.storage import states
 
-    standin.configure(limits={MODEL: limits} if limits else {}, burst_s=burst_s)
+    standin.update(limits={MODEL: limits} if limits else {}, burst_s=burst_s)
     env = {"ANTHROPIC_API_KEY": "bench-key", "ANTHROPIC_BASE_URL": standin.url,
            "SITUATE_LLM_CONCURRENCY": str(concurrency), "SITUATE_RATE_LIMIT_BURST_S": str(burst_s),
            "SITUATE_RATE_LIMITS": json.dumps({MODEL: limits or {"rpm": 10**6, "itpm": 10**9, "otpm": 10**9}})}
-    queues = ",".join([INGEST_QUEUE] + [situate_queue(i) for i in range(get_settings().shards)])
+    queues = ",".join([CHUNK_QUEUE] + [contextualize_queue(i) for i in range(get_settings().shards)])
     # One document per call slot, as the README runs them: a held document always has a call in
     # flight or queued, so the slots stay full; holding more (2x: 11-13 chunks/s with 4
     # workers, against 13.6) keeps documents on a busy worker while others idle at the end.
-    procs = [start_worker(concurrency, ["--pool", "threads", "--queues", queues], env) for _ in range(workers)]
+    procs = [Worker(concurrency, ["--pool", "threads", "--queues", queues], env) for _ in range(workers)]
     name = f"bench-{uuid.uuid4().hex[:6]}"
-    config = collections.ensure(name, contextualizer="anthropic", model=MODEL)
+    config = lifecycle.ensure(name, contextualizer="anthropic", model=MODEL)
     docs = list(loaders.load_cookbook(CORPUS / "codebase_chunks.json"))
     chunks = sum(len(d.chunks) for d in docs)
     try:
@@ -230,20 +174,20 @@ def situate_run(standin: StandInProcess, label: str, workers: int, concurrency: 
         subs = submit.submit(config, docs, run)
         pending = {s.doc_id for s in subs}
         while pending:
-            for doc in status.get_many(name, list(pending)):
+            for doc in states.get_many(name, list(pending)):
                 if doc and doc["state"] in ("situated", "failed", "indexed"):
                     pending.discard(doc["doc_id"])
             time.sleep(0.1)
         elapsed = time.perf_counter() - t0
     finally:
         for p in procs:
-            stop(p)
-    failed = sum(1 for d in status.get_many(name, [s.doc_id for s in subs]) if d["state"] == "failed")
+            p.stop()
+    failed = sum(1 for d in states.get_many(name, [s.doc_id for s in subs]) if d["state"] == "failed")
     t = usage.totals(name, run)
     s = standin.stats()
-    times = standin.http.get("/standin/stats", params={"times": "true"}).json()
+    times = standin.stats(times=True)
     steady = steady_rates(sorted(zip(times["admitted_at"], times["admitted_tokens"])), limits)
-    collections.delete(name)
+    lifecycle.delete(name)
     return {"run": label, "calls": t["calls"], "chunks": chunks, "failed_documents": failed,
             "cache_read_ratio": t["cache_read_ratio"], "best_ratio": t["best_read_ratio"],
             "chunks_per_s": chunks / elapsed, "cost_usd": t["cost_usd"], "http_429": t["http_429"],
@@ -277,7 +221,7 @@ def steady_rates(admitted: list[tuple[float, int]], limits: dict | None, window_
 
 
 def bench_situate(args) -> None:
-    standin = StandInProcess(STANDIN_LATENCY)
+    standin = StandIn(STANDIN_LATENCY)
     rows = []
 
     def show(row: dict) -> None:
@@ -288,7 +232,7 @@ def bench_situate(args) -> None:
         for c in (5, 16) if not args.limit_only else ():
             show(cookbook_baseline(standin, c))
             show(situate_run(standin, f"situate, 1 worker, concurrency {c}", 1, c))
-        standin.configure(**STANDIN_SLOW)
+        standin.update(**STANDIN_SLOW)
         for w in (1, 2, 4) if not args.limit_only else (2,):
             show(situate_run(standin, f"situate, {w} worker(s), concurrency 16, ~3 s calls", w, 16))
         demand = next(r for r in rows if r["run"].startswith("situate, 2 worker(s)"))

@@ -20,3 +20,25 @@ python_bin() {
 
 redis_url() { echo "${SITUATE_REDIS_URL:-redis://127.0.0.1:6379/0}"; }
 opensearch_url() { echo "${SITUATE_OPENSEARCH_URL:-http://127.0.0.1:9200}"; }
+
+# llama-cpp-python is published as source only: pip compiles llama.cpp (~4 min on 2 cores).
+# By default llama.cpp is tuned to the CPU it is built on (GGML_NATIVE); on a machine here
+# with AVX-512 and AMX such a build crashed (SIGSEGV) on document-sized prompts, and a wheel
+# built on one CPU may not run on another. So: built for the x86-64 baseline llama.cpp offers
+# without native tuning (AVX2, FMA, F16C: every x86-64 server CPU since 2013), without the
+# multimodal library we do not use. pip's wheel cache does not key on CMAKE_ARGS, so the build
+# bypasses it, and a stamp in the venv records the flags it was built with.
+LLAMA_VERSION=$(sed -n 's/.*"llama-cpp-python==\([0-9.]*\)".*/\1/p' "$ROOT/pyproject.toml")
+LLAMA_CMAKE_ARGS="${SITUATE_LLAMA_CMAKE_ARGS:--DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF}"
+
+install_llama() {
+  local stamp="$VENV/.llama-build" want="$LLAMA_VERSION $LLAMA_CMAKE_ARGS"
+  if [ "$(cat "$stamp" 2>/dev/null)" = "$want" ] && "$VENV/bin/python" -c 'import llama_cpp' 2>/dev/null; then
+    return
+  fi
+  say "compiling llama-cpp-python $LLAMA_VERSION ($LLAMA_CMAKE_ARGS), about 4 minutes on 2 cores"
+  CMAKE_ARGS="$LLAMA_CMAKE_ARGS" "$VENV/bin/python" -m pip install -q --no-cache-dir --force-reinstall \
+    --no-deps "llama-cpp-python==$LLAMA_VERSION" >"$SERVICES/logs/llama-build.log" 2>&1 \
+    || { tail -30 "$SERVICES/logs/llama-build.log" >&2; say "llama-cpp-python failed to build"; exit 1; }
+  echo "$want" > "$stamp"
+}

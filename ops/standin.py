@@ -1,7 +1,8 @@
-"""A local stand-in for the paid APIs: Anthropic Messages (streaming, Message Batches), Bedrock
-Converse, and the embedding and rerank APIs of Voyage, Bedrock and Cohere (``standin_vectors``), driven by tests and benchmarks through the real SDKs (``ANTHROPIC_BASE_URL``,
-``AWS_ENDPOINT_URL_BEDROCK_RUNTIME``). Our cost and cache figures come from it, so it follows
-the caching rules that matter (DESIGN.md):
+"""A local stand-in for the paid APIs: Anthropic Messages (streaming; Message Batches in
+``standin_batches``), Bedrock Converse, and the embedding and rerank APIs of Voyage, Bedrock
+and Cohere (``standin_vectors``), driven by tests and benchmarks through the real SDKs
+(``ANTHROPIC_BASE_URL``, ``AWS_ENDPOINT_URL_BEDROCK_RUNTIME``). Our cost and cache figures come from it, so it follows
+the caching rules that matter (as the providers document them):
 
 - the cache key is the exact prefix up to the breakpoint (``cache_control`` / ``cachePoint``);
 - an entry becomes visible only when the response that writes it *starts* (after its time to
@@ -40,9 +41,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import uvicorn  # noqa: E402
 from fastapi import FastAPI, Request  # noqa: E402
-from fastapi.responses import JSONResponse, Response, StreamingResponse  # noqa: E402
+from fastapi.responses import JSONResponse, StreamingResponse  # noqa: E402
 
 from workers import models  # noqa: E402
+import standin_batches  # noqa: E402
 import standin_vectors  # noqa: E402
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
@@ -68,6 +70,11 @@ class Config:
     # ``fail_marker`` gets a 400, one containing ``empty_marker`` an empty answer.
     fail_marker: str = ""
     empty_marker: str = ""
+    huge_marker: str = ""   # an answer of 20,000 words, as a model that does not stop
+    # A share of answers ``slow_s`` later than usual: slower than a client's timeout, they are
+    # paid for (the work is done) but the client has given up and asks again.
+    p_slow: float = 0.0
+    slow_s: float = 0.0
 
 
 class Bucket:
@@ -104,6 +111,8 @@ class StandIn:
         self.admitted: list[float] = []  # wall-clock time of each request let through
         self.admitted_tokens: list[int] = []  # and the input tokens it was charged
         self.batches: dict[str, dict[str, Any]] = {}
+        self.paid: dict[str, int] = {}  # answers billed, per prompt: a prompt billed twice was paid twice
+        self.spans: list[list[float]] = []  # [start, end] wall-clock of each call (end 0 while in flight)
 
     # -- caching -------------------------------------------------------------------------------
     def plan(self, model: str, blocks: list[tuple[str, bool]], ttl_s: float) -> dict[str, int]:
@@ -190,18 +199,29 @@ class StandIn:
         s["in_flight"] += change
         self.flight_changed_at = now
 
-    def begin(self) -> None:
+    def slowness(self) -> float:
+        return self.config.slow_s if self.config.p_slow and self.random.random() < self.config.p_slow else 0.0
+
+    def begin(self) -> list[float]:
+        """Returns the call's span, to close in ``end``."""
         s = self.stats
         s["requests"] += 1
+        span = [time.time(), 0.0]
+        self.spans.append(span)
         self._in_flight(+1)
         s["max_in_flight"] = max(s["max_in_flight"], s["in_flight"])
         s["first_at"] = s["first_at"] or time.time()
+        return span
 
-    def end(self, usage: dict[str, int] | None) -> None:
+    def end(self, usage: dict[str, int] | None, prompt: str = "", span: list[float] | None = None) -> None:
         s = self.stats
+        if span is not None:
+            span[1] = time.time() if usage else -1.0  # -1: answered with an error, not billed
         self._in_flight(-1)
         s["last_at"] = time.time()
         if usage:
+            key = hashlib.sha1(prompt.encode()).hexdigest()
+            self.paid[key] = self.paid.get(key, 0) + 1
             s["ok"] += 1
             for k in ("input_tokens", "cache_write_tokens", "cache_read_tokens", "output_tokens"):
                 s[k] += usage.get(k, 0)
@@ -273,19 +293,21 @@ def make_app(standin: StandIn) -> FastAPI:
         last = blocks[-1][0] if blocks else ""
         if standin.config.fail_marker and standin.config.fail_marker in last:
             return anthropic_error(400, "invalid_request_error", "this prompt is refused (fail_marker)")
-        standin.begin()
+        span = standin.begin()
         u, err = await prepare(model, blocks, ttl, max_tokens)
         if err:
-            standin.end(None)
+            standin.end(None, span=span)
             if err[0] == "http_529":
                 return anthropic_error(529, "overloaded_error", "Overloaded")
             return anthropic_error(429, "rate_limit_error", "rate limit exceeded", err[1])
-        first_byte = standin.ttfb(u)
+        first_byte = standin.ttfb(u) + standin.slowness()
         visible_at = time.monotonic() + first_byte
         standin.commit_write(u, visible_at, ttl)  # visible once this response starts
         text = standin.answer(full, max_tokens)
         if standin.config.empty_marker and standin.config.empty_marker in last:
             text = ""
+        if standin.config.huge_marker and standin.config.huge_marker in last:
+            text = " ".join(["situated"] * 20_000)
         u["output_tokens"] = count_tokens(text)
         gen = u["output_tokens"] * standin.config.output_s_per_tok
         msg_id = "msg_" + uuid.uuid4().hex[:24]
@@ -293,7 +315,7 @@ def make_app(standin: StandIn) -> FastAPI:
         if not body.get("stream"):
             await asyncio.sleep(first_byte + gen)
             standin.refund_output(model, max_tokens, u["output_tokens"])
-            standin.end(u)
+            standin.end(u, model + full, span)
             return {"id": msg_id, "type": "message", "role": "assistant", "model": model,
                     "content": [{"type": "text", "text": text}], "stop_reason": "end_turn",
                     "stop_sequence": None, "usage": usage_json(u, ttl)}
@@ -320,65 +342,12 @@ def make_app(standin: StandIn) -> FastAPI:
                 yield sse("message_stop", {})
             finally:
                 standin.refund_output(model, max_tokens, u["output_tokens"])
-                standin.end(u)
+                standin.end(u, model + full, span)
 
         return StreamingResponse(events(), media_type="text/event-stream")
 
-    # -- Message Batches -------------------------------------------------------------------------
-    def batch_view(b: dict[str, Any], base: str) -> dict[str, Any]:
-        done = b["processing_status"] == "ended"
-        return {"id": b["id"], "type": "message_batch", "processing_status": b["processing_status"],
-                "request_counts": b["counts"], "created_at": b["created_at"],
-                "expires_at": b["created_at"], "ended_at": b.get("ended_at"), "archived_at": None,
-                "cancel_initiated_at": None,
-                "results_url": f"{base}/v1/messages/batches/{b['id']}/results" if done else None}
-
-    async def run_batch(batch: dict[str, Any]) -> None:
-        await asyncio.sleep(standin.config.batch_delay_s)
-        for req in batch["requests"]:
-            params = req["params"]
-            blocks, ttl = anthropic_blocks(params)
-            standin.begin()
-            standin.stats["batch_requests"] += 1
-            u = standin.plan(params["model"], blocks, ttl)
-            standin.commit_write(u, time.monotonic(), ttl)  # batches run one after another here
-            text = standin.answer("".join(t for t, _ in blocks), int(params.get("max_tokens", 256)))
-            u["output_tokens"] = count_tokens(text)
-            standin.end(u)
-            batch["results"].append({"custom_id": req["custom_id"], "result": {"type": "succeeded", "message": {
-                "id": "msg_" + uuid.uuid4().hex[:24], "type": "message", "role": "assistant",
-                "model": params["model"], "content": [{"type": "text", "text": text}],
-                "stop_reason": "end_turn", "stop_sequence": None, "usage": usage_json(u, ttl)}}})
-            batch["counts"]["processing"] -= 1
-            batch["counts"]["succeeded"] += 1
-        batch["processing_status"] = "ended"
-        batch["ended_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-    @app.post("/v1/messages/batches")
-    async def create_batch(request: Request):
-        body = await request.json()
-        batch_id = "msgbatch_" + uuid.uuid4().hex[:20]
-        batch = {"id": batch_id, "requests": body["requests"], "results": [], "processing_status": "in_progress",
-                 "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                 "counts": {"processing": len(body["requests"]), "succeeded": 0, "errored": 0,
-                            "canceled": 0, "expired": 0}}
-        standin.batches[batch_id] = batch
-        asyncio.get_running_loop().create_task(run_batch(batch))
-        return batch_view(batch, str(request.base_url).rstrip("/"))
-
-    @app.get("/v1/messages/batches/{batch_id}")
-    async def get_batch(batch_id: str, request: Request):
-        batch = standin.batches.get(batch_id)
-        if not batch:
-            return anthropic_error(404, "not_found_error", "no such batch")
-        return batch_view(batch, str(request.base_url).rstrip("/"))
-
-    @app.get("/v1/messages/batches/{batch_id}/results")
-    async def batch_results(batch_id: str):
-        batch = standin.batches.get(batch_id)
-        if not batch or batch["processing_status"] != "ended":
-            return anthropic_error(404, "not_found_error", "results not ready")
-        return Response("\n".join(json.dumps(r) for r in batch["results"]) + "\n", media_type="application/binary")
+    standin_batches.register(app, standin, blocks_of=anthropic_blocks, usage_json=usage_json, error=anthropic_error,
+                             count_tokens=count_tokens)
 
     # -- Bedrock Converse ------------------------------------------------------------------------
     @app.post("/model/{model_id:path}/converse")
@@ -397,23 +366,24 @@ def make_app(standin: StandIn) -> FastAPI:
                 elif "text" in b:
                     blocks.append((b["text"], False))
         max_tokens = int(body.get("inferenceConfig", {}).get("maxTokens", 256))
-        standin.begin()
+        span = standin.begin()
         u, err = await prepare(model_id, blocks, 300.0, max_tokens)
         if err:
-            standin.end(None)
+            standin.end(None, span=span)
             if err[0] == "http_529":
                 return JSONResponse({"message": "Service unavailable"}, status_code=503,
                                     headers={"x-amzn-ErrorType": "ServiceUnavailableException:"})
             return JSONResponse({"message": "Too many requests, please wait before trying again."}, status_code=429,
                                 headers={"x-amzn-ErrorType": "ThrottlingException:",
                                          "retry-after": str(max(1, math.ceil(err[1])))})
-        first_byte = standin.ttfb(u)
+        first_byte = standin.ttfb(u) + standin.slowness()
         standin.commit_write(u, time.monotonic() + first_byte, 300.0)
-        text = standin.answer("".join(t for t, _ in blocks), max_tokens)
+        full = "".join(t for t, _ in blocks)
+        text = standin.answer(full, max_tokens)
         u["output_tokens"] = count_tokens(text)
         await asyncio.sleep(first_byte + u["output_tokens"] * standin.config.output_s_per_tok)
         standin.refund_output(model_id, max_tokens, u["output_tokens"])
-        standin.end(u)
+        standin.end(u, model_id + full, span)
         return {"output": {"message": {"role": "assistant", "content": [{"text": text}]}}, "stopReason": "end_turn",
                 "usage": {"inputTokens": u["input_tokens"], "outputTokens": u["output_tokens"],
                           "totalTokens": u["input_tokens"] + u["output_tokens"] + u["cache_write_tokens"] + u["cache_read_tokens"],
@@ -422,9 +392,14 @@ def make_app(standin: StandIn) -> FastAPI:
 
     # -- control ---------------------------------------------------------------------------------
     @app.get("/standin/stats")
-    async def stats(times: bool = False):
+    async def stats(times: bool = False, overlapping: str = ""):
         extra = {"admitted_at": standin.admitted, "admitted_tokens": standin.admitted_tokens} if times else {}
-        return {**standin.stats, "cache_entries": len(standin.cache), "config": asdict(standin.config),
+        paid_twice = sum(n - 1 for n in standin.paid.values())
+        if overlapping:  # "start,end" (wall clock): calls in flight at some moment of that window
+            start, end = (float(x) for x in overlapping.split(","))
+            extra["overlapping"] = sum(1 for a, b in standin.spans if a < end and (b == 0 or b > start) and b != -1)
+        return {**standin.stats, "paid_twice": paid_twice, "cache_entries": len(standin.cache),
+                "config": asdict(standin.config),
                 "vectors": vectors.as_json(), **extra}
 
     @app.post("/standin/reset")

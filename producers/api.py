@@ -14,9 +14,11 @@ from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, Field
 
+from producers.retrieval.search import SearchOptions, search
 from producers.submit import RawDocument, submit
-from workers import collections, index, search as search_mod, status
+from workers import lifecycle
 from workers.settings import get_settings
+from workers.storage import catalog, chunk_index, states
 
 # Requests larger than this are refused before being read (documents have their own limit).
 MAX_REQUEST_BYTES = 64 * 1024 * 1024
@@ -88,8 +90,8 @@ class SearchOut(BaseModel):
 
 def _config(name: str, create: bool = False, **requested):
     try:
-        return collections.ensure(name, **requested) if create else collections.load(name)
-    except collections.CollectionError as e:
+        return lifecycle.ensure(name, **requested) if create else catalog.load(name)
+    except catalog.CollectionError as e:
         raise HTTPException(404 if "does not exist" in str(e) else 409, str(e))
     except ValueError as e:
         raise HTTPException(422, str(e))
@@ -113,20 +115,20 @@ def healthz() -> dict[str, str]:
 @app.put("/v1/collections/{collection}", dependencies=authed)
 def create_collection(collection: str, body: CollectionIn) -> dict[str, Any]:
     """Create a collection with explicit settings (or check an existing one matches them)."""
-    return collections.describe(_config(collection, create=True, **body.model_dump()))
+    return catalog.describe(_config(collection, create=True, **body.model_dump()))
 
 
 @app.get("/v1/collections/{collection}", dependencies=authed)
 def get_collection(collection: str) -> dict[str, Any]:
     config = _config(collection)
-    return {"settings": collections.describe(config), "documents": status.counts(collection),
-            "chunks_indexed": index.count(config)}
+    return {"settings": catalog.describe(config), "documents": states.counts(collection),
+            "chunks_indexed": chunk_index.count(config)}
 
 
 @app.post("/v1/collections/{collection}/refresh", dependencies=authed)
 def refresh_collection(collection: str) -> dict[str, str]:
     """Make what is indexed searchable now, not at the next scheduled refresh (within 1 s)."""
-    index.refresh(_config(collection))
+    chunk_index.refresh(_config(collection))
     return {"status": "refreshed"}
 
 
@@ -148,21 +150,20 @@ def add_documents(collection: str, body: DocumentIn | DocumentsIn | list[Documen
 def get_document(collection: str, doc_id: str) -> dict[str, Any]:
     """``state`` is queued, chunked, situated, indexed or failed; ``chunks`` counts indexed chunks."""
     _config(collection)
-    doc = status.get(collection, doc_id)
+    doc = states.get(collection, doc_id)
     if doc is None:
         raise HTTPException(404, f"no document {doc_id!r} in collection {collection!r}")
     return doc
 
 
 @app.post("/v1/collections/{collection}/search", response_model=SearchOut, dependencies=authed)
-async def search(collection: str, body: SearchIn) -> SearchOut:
+async def search_collection(collection: str, body: SearchIn) -> SearchOut:
     config = _config(collection)
     # The query embedding is CPU work: keep it off the event loop.
-    options = search_mod.SearchOptions(mode=body.mode, fusion=body.fusion, context_weight=body.context_weight,
-                                       dense_weight=body.dense_weight, reranker=body.reranker)
+    options = SearchOptions(mode=body.mode, fusion=body.fusion, context_weight=body.context_weight,
+                            dense_weight=body.dense_weight, reranker=body.reranker)
     try:
-        hits = await run_in_threadpool(search_mod.search, config, body.query, body.k, body.filters,
-                                       options=options)
+        hits = await run_in_threadpool(search, config, body.query, body.k, body.filters, options=options)
     except ValueError as e:  # an unknown reranker, say
         raise HTTPException(422, str(e)) from None
     return SearchOut(hits=[HitOut(doc_id=h.doc_id, chunk=h.chunk, score=h.score, text=h.text, context=h.context,

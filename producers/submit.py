@@ -13,12 +13,13 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from workers import status
-from workers.app import INGEST_QUEUE, app
-from workers.bodies import body_store
-from workers.collections import CollectionConfig
 from workers.documents import BadDocument, ChunkInput, check_doc_id, check_text, content_version, decode_body, metadata_hash
+from workers.pipeline.app import CHUNK_TASK, app
+from workers.pipeline.routing import CHUNK_PRIORITY, CHUNK_QUEUE
 from workers.settings import get_settings
+from workers.storage import states
+from workers.storage.bodies import body_store
+from workers.storage.catalog import CollectionConfig
 
 
 @dataclass
@@ -72,19 +73,22 @@ def submit_one(config: CollectionConfig, raw: RawDocument, run: str | None = Non
         text, chunks = _validate(raw, get_settings().max_document_bytes)
     except BadDocument as e:
         if raw.doc_id and len(raw.doc_id) <= 512:
-            status.rejected(config.name, raw.doc_id, str(e))
-        return Submission(raw.doc_id, status.FAILED, error=str(e))
+            states.rejected(config.name, raw.doc_id, str(e))
+        return Submission(raw.doc_id, states.FAILED, error=str(e))
     version = content_version(text, chunks)
     meta = metadata_hash(raw.metadata)
-    if status.is_unchanged(config.name, raw.doc_id, version, meta):
+    if states.is_unchanged(config.name, raw.doc_id, version, meta):
         return Submission(raw.doc_id, "unchanged", version)
     payload = {"text": text, "metadata": raw.metadata, "run": run, "batch": batch,
                "chunks": None if chunks is None else [c.model_dump() for c in chunks]}
+    # The body first: a worker never finds a document's state without its body.
     body_store().put(config.name, raw.doc_id, version, payload)
-    status.submitted(config.name, raw.doc_id, version, meta)
-    # By name: producers never import the worker code (nor its models).
-    app.send_task("situate.ingest", args=(config.name, raw.doc_id, version), queue=INGEST_QUEUE)
-    return Submission(raw.doc_id, status.QUEUED, version)
+    queued, _ = states.submit(config.name, raw.doc_id, version, meta, get_settings().stale_after_s)
+    if queued:  # else this very version is in flight already: one message, not two
+        # By name: a producer never imports the pipeline's tasks (nor the models they load).
+        app.send_task(CHUNK_TASK, args=(config.name, raw.doc_id, version), queue=CHUNK_QUEUE,
+                      priority=CHUNK_PRIORITY)
+    return Submission(raw.doc_id, states.QUEUED, version)
 
 
 def submit(config: CollectionConfig, docs: Iterable[RawDocument], run: str | None = None) -> list[Submission]:
@@ -102,7 +106,7 @@ def wait(config: CollectionConfig, submissions: list[Submission], timeout: float
     final: dict[str, dict[str, Any]] = {}
     pending: dict[str, str] = {}
     for s in submissions:
-        if s.state == status.QUEUED:
+        if s.state == states.QUEUED:
             pending[s.doc_id] = s.version or ""
         else:
             final[s.doc_id] = {"doc_id": s.doc_id, "state": "indexed" if s.state == "unchanged" else s.state,
@@ -112,11 +116,11 @@ def wait(config: CollectionConfig, submissions: list[Submission], timeout: float
     while True:
         ids = list(pending)
         for i in range(0, len(ids), 1000):
-            for doc in status.get_many(config.name, ids[i:i + 1000]):
+            for doc in states.get_many(config.name, ids[i:i + 1000]):
                 if doc is None:
                     continue
                 superseded = doc["version"] != pending[doc["doc_id"]]
-                if doc["state"] in status.TERMINAL or superseded:
+                if doc["state"] in states.TERMINAL or superseded:
                     final[doc["doc_id"]] = doc
                     del pending[doc["doc_id"]]
         if on_progress:
@@ -125,5 +129,5 @@ def wait(config: CollectionConfig, submissions: list[Submission], timeout: float
             break
         time.sleep(poll_s)
     for doc_id in pending:
-        final[doc_id] = status.get(config.name, doc_id) or {"doc_id": doc_id, "state": "unknown"}
+        final[doc_id] = states.get(config.name, doc_id) or {"doc_id": doc_id, "state": "unknown"}
     return final

@@ -1,4 +1,4 @@
-"""Documents as they enter the pipeline: validation, version, and the shard they route to.
+"""Documents as they enter the pipeline: validation, version, and the ids of their chunks.
 
 Validation happens once, at submission, so a bad document fails alone and visibly (its state
 says why) instead of poisoning a batch or a queue. The version is a hash of the text: it is
@@ -89,13 +89,7 @@ def check_doc_id(doc_id: str) -> str:
     return doc_id
 
 
-def shard_for(collection: str, doc_id: str, shards: int) -> int:
-    """Stable across processes and restarts (unlike ``hash()``), so all chunks of a document
-    land on one queue, where its prompt cache (or a local model's KV cache) is warm."""
-    digest = hashlib.sha256(f"{collection}\x00{doc_id}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") % shards
-
-
-def chunk_id(collection: str, doc_id: str, n: int) -> str:
-    """Deterministic OpenSearch ``_id``: redelivery and re-ingest overwrite, never duplicate."""
-    return hashlib.sha256(f"{collection}\x00{doc_id}\x00{n}".encode()).hexdigest()[:32]
+def chunk_id(collection: str, doc_id: str, version: str, n: int) -> str:
+    """Deterministic OpenSearch ``_id``: a redelivery overwrites, never duplicates; another
+    version of the document gets other ids, so an older one never overwrites a newer one."""
+    return hashlib.sha256(f"{collection}\x00{doc_id}\x00{version}\x00{n}".encode()).hexdigest()[:32]

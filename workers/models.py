@@ -4,7 +4,7 @@ and the rate limiter all read from here; so does the stand-in API used by tests 
 
 Prices are USD per million tokens (Anthropic list prices). A 5-minute cache write costs 1.25x
 base input, a 1-hour write 2x, a cache read 0.1x; Message Batches halve everything. Limits are
-per account and model, shared by all workers (see ``ratelimit``); override them with
+per account and model, shared by all workers (see ``contextualizers.claude.ratelimit``); override them with
 ``SITUATE_RATE_LIMITS`` to match your tier.
 """
 

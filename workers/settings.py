@@ -3,7 +3,7 @@
 These describe *where things are* (Redis, OpenSearch, S3) and *how this process behaves*
 (shard count, limits, timeouts). Settings that shape an index — contextualizer, model,
 embedder, language, chunking — are defaults only: they are frozen into a collection when it
-is created (see ``collections``) and every worker follows the stored copy, whatever its own
+is created (see ``storage.catalog``) and every worker follows the stored copy, whatever its own
 environment says. Secrets (API keys) are read by the provider clients from their usual
 variables and never copied into a collection, a message or a log line.
 """
@@ -40,25 +40,34 @@ class Settings(BaseSettings):
     fusion: str = "rrf"
     dense_weight: float | None = None
     # Search-time: the default reranker (none | voyage | bedrock | cohere | onnx), overridable
-    # per query; see workers/rerankers.py for each one's settings.
+    # per query; see producers/retrieval/rerankers.py for each one's settings.
     reranker: str = "none"
 
     # Input limits: a document over this size fails alone with a reason.
     max_document_bytes: int = 5_000_000
     max_chunks_per_document: int = 5_000
 
-    # Celery: the Redis visibility timeout must exceed the longest task, or a running task is
-    # delivered a second time. Hard time limit sits below it.
-    visibility_timeout_s: int = 3600
+    # Delivery (see workers/pipeline/delivery.py). A worker that dies has its documents taken
+    # up by another within ``recovery_s``; a live worker's tasks are never taken from it,
+    # however long they run (its heartbeat keeps them). A message whose process died
+    # ``max_deliveries`` times fails its document instead of being delivered again.
+    recovery_s: float = 60
+    max_deliveries: int = 3
+    # How long a stage keeps retrying, in place, while Redis or OpenSearch is unreachable.
+    transient_patience_s: float = 900
     task_time_limit_s: int = 3000
+    # A submission of a version already in flight is queued again only when it has not moved
+    # for this long (its message was lost, say with a Redis that persisted nothing).
+    stale_after_s: float = 3600
 
     embed_batch_size: int = 32
 
-    # LLM contextualizers (see workers/llm.py). Concurrency is per worker process.
+    # LLM contextualizers (see workers/contextualizers/claude/). Concurrency is per worker process.
     llm_concurrency: int = 16
     # A document may use the whole worker bound when alone; several share it first come, first served.
     llm_document_concurrency: int = 16
-    llm_max_attempts: int = 8              # 529/5xx/connection errors per chunk
+    llm_max_attempts: int = 8              # 529/5xx/connection errors/timeouts per chunk
+    llm_timeout_s: float = 120             # one call; a slower answer is retried (and may be paid twice)
     llm_rate_limit_patience_s: float = 900  # how long a chunk keeps retrying 429s
     llm_max_output_tokens: int = 200
     llm_max_context_chars: int = 1500
@@ -77,7 +86,27 @@ class Settings(BaseSettings):
     llama_model: str = ""
     llama_n_ctx: int = 4096
     llama_threads: int = 0  # 0: llama.cpp's default
+    llama_allow_amx: bool = False  # see contextualizers/llama.py: AMX builds crashed here
     api_token: str = ""
+    # Python modules imported by workers and producers before they look a contextualizer up:
+    # each may register its own (``workers.contextualizers.registry.register``).
+    plugins: str = ""
+
+
+    @property
+    def heartbeat_s(self) -> float:
+        """How often a worker marks what it holds as alive."""
+        return max(0.5, self.recovery_s / 6)
+
+    @property
+    def visibility_timeout_s(self) -> float:
+        """How long a held message may go without a heartbeat before another worker takes it:
+        several heartbeats, so a busy moment is not a death; then a sweep (every heartbeat_s)."""
+        return max(2.0, self.recovery_s * 0.6)
+
+    @property
+    def lease_s(self) -> int:
+        return max(2, round(self.visibility_timeout_s))
 
 
 @lru_cache(maxsize=1)

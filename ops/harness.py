@@ -1,0 +1,238 @@
+"""Real processes for tests and benchmarks: Celery workers, the stand-in API, the HTTP API.
+
+One set of helpers, used by ``tests/`` (through their conftest) and by ``ops/bench.py``, so a
+benchmark measures the same processes the tests check. Every process starts in its own
+session (its whole tree is stopped with it), logs to ``.services/logs/<name>.log``, and is
+waited for until it answers, or fails at once with its log's tail when it dies first.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+LOGS = ROOT / ".services" / "logs"
+SITUATE = str(Path(sys.executable).with_name("situate"))
+
+
+class ProcessDied(RuntimeError):
+    pass
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def log_tail(path: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def _spawn(args: list[str], name: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen, Path]:
+    LOGS.mkdir(parents=True, exist_ok=True)
+    path = LOGS / f"{name}.log"
+    with open(path, "w") as log:
+        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                env={**os.environ, **(env or {})})
+    return proc, path
+
+
+def stop(proc: subprocess.Popen, timeout: float = 30) -> None:
+    """SIGTERM to the process group (a worker's pool children too), SIGKILL if it lingers."""
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    except ProcessLookupError:
+        pass
+
+
+class Worker:
+    """A real ``situate worker`` process (Celery, its pool children in its process group)."""
+
+    def __init__(self, concurrency: int = 2, extra: list[str] | None = None, env: dict[str, str] | None = None,
+                 name: str | None = None, ready_timeout: float = 90):
+        self.name = name or f"worker-{uuid.uuid4().hex[:6]}"
+        self.proc, self.log = _spawn([SITUATE, "worker", "--concurrency", str(concurrency), "--hostname",
+                                      f"{self.name}@%h", "--loglevel", "INFO", *(extra or [])], self.name, env)
+        deadline = time.monotonic() + ready_timeout
+        try:
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    raise ProcessDied(f"worker exited with {self.proc.returncode}:\n{log_tail(self.log)}")
+                # Celery says "<name>@<host> ready." once it consumes: read in its log rather than
+                # asked over the broker, which a test may just have restarted under this process.
+                if f"{self.name}@" in (text := self.log.read_text(errors="replace")) and " ready." in text:
+                    return
+                time.sleep(0.3)
+            raise ProcessDied(f"worker not ready within {ready_timeout:.0f} s:\n{log_tail(self.log)}")
+        except BaseException:  # never leave a worker behind, consuming the next test's messages
+            self.stop()
+            raise
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        """kill -9 of the worker and its pool children: a lost host, as far as Redis can tell."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+
+    def stop(self) -> None:
+        stop(self.proc)
+
+
+class StandIn:
+    """The paid APIs' stand-in (``ops/standin.py``) as a real HTTP server process."""
+
+    def __init__(self, config: dict[str, Any] | None = None):
+        import httpx
+
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.base_config = dict(config or {})
+        self.proc, self.log = _spawn([sys.executable, str(ROOT / "ops" / "standin.py"), "--port", str(self.port),
+                                      "--config", json.dumps(self.base_config)], f"standin-{self.port}")
+        self.http = httpx.Client(base_url=self.url, timeout=30)
+        deadline = time.monotonic() + 30
+        while True:
+            if self.proc.poll() is not None:
+                raise ProcessDied(f"stand-in exited with {self.proc.returncode}:\n{log_tail(self.log)}")
+            try:
+                self.http.get("/standin/stats")
+                return
+            except httpx.HTTPError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+    def configure(self, **changes: Any) -> None:
+        """Set stand-in options (the others back to this process's base config); resets its cache
+        and counters."""
+        sys.path.insert(0, str(ROOT / "ops"))
+        from standin import Config
+
+        self.http.post("/standin/config", json={**asdict(Config()), **self.base_config, **changes}).raise_for_status()
+
+    def update(self, **changes: Any) -> None:
+        """Change some options, keep the others as they are now; resets cache and counters."""
+        self.http.post("/standin/config", json=changes).raise_for_status()
+
+    def stats(self, times: bool = False) -> dict[str, Any]:
+        return self.http.get("/standin/stats", params={"times": "true"} if times else None).json()
+
+    def in_flight_during(self, start: float, end: float) -> int:
+        """Billed calls that were in flight at some moment between two wall-clock times: the
+        calls a fault in that window could make us pay twice."""
+        return self.http.get("/standin/stats", params={"overlapping": f"{start},{end}"}).json()["overlapping"]
+
+    def close(self) -> None:
+        self.http.close()
+        stop(self.proc)
+
+
+class Api:
+    """A real ``situate api`` (uvicorn) on a free port."""
+
+    def __init__(self, env: dict[str, str] | None = None, ready_timeout: float = 60):
+        import httpx
+
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc, self.log = _spawn([SITUATE, "api", "--port", str(self.port)], f"api-{self.port}", env)
+        deadline = time.monotonic() + ready_timeout
+        while True:
+            if self.proc.poll() is not None:
+                raise ProcessDied(f"api exited with {self.proc.returncode}:\n{log_tail(self.log)}")
+            try:
+                if httpx.get(f"{self.url}/healthz").status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                self.stop()
+                raise ProcessDied(f"api did not answer within {ready_timeout:.0f} s:\n{log_tail(self.log)}")
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        stop(self.proc)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+# -- the services ops/up started: restarted in place by the fault tests ------------------------
+
+REDIS_PIDFILE = ROOT / ".services" / "run" / "redis.pid"
+OPENSEARCH_PIDFILE = ROOT / ".services" / "run" / "opensearch" / "opensearch.pid"
+
+
+def _pid(path: Path) -> int | None:
+    try:
+        pid = int(path.read_text().strip())
+        os.kill(pid, 0)
+        return pid
+    except (OSError, ValueError):
+        return None
+
+
+def services_are_ours() -> bool:
+    """Redis and OpenSearch were started by ops/up (so a test may stop and start them)."""
+    return _pid(REDIS_PIDFILE) is not None and _pid(OPENSEARCH_PIDFILE) is not None
+
+
+def ops_up() -> None:
+    """Start whatever of ops/up's services is down, and wait until both answer."""
+    env = {k: v for k, v in os.environ.items() if k not in ("SITUATE_REDIS_URL", "SITUATE_OPENSEARCH_URL")}
+    subprocess.run([str(ROOT / "ops" / "up")], env=env, check=True, capture_output=True, timeout=300)
+
+
+def _wait_gone(pid: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            return
+        time.sleep(0.1)
+    os.kill(pid, signal.SIGKILL)
+
+
+def stop_redis() -> None:
+    """SHUTDOWN: Redis writes its append-only file out and exits (a graceful restart loses nothing)."""
+    pid = _pid(REDIS_PIDFILE)
+    subprocess.run(["redis-cli", "-h", "127.0.0.1", "-p", "6379", "shutdown"], capture_output=True, timeout=30)
+    if pid:
+        _wait_gone(pid, 30)
+
+
+def stop_opensearch() -> None:
+    pid = _pid(OPENSEARCH_PIDFILE)
+    if pid:
+        os.kill(pid, signal.SIGTERM)
+        _wait_gone(pid, 60)

@@ -1,0 +1,103 @@
+"""``situate ingest`` and ``situate drop``: documents in, collections out."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from producers.cli.common import err, existing, fail, open_or_create, out
+
+
+def ingest(
+    paths: list[str] = typer.Argument(..., help="Files, folders, .jsonl files, or the cookbook JSON."),
+    collection: str = typer.Option(..., "--collection", "-c"),
+    fmt: str = typer.Option("auto", "--format", help="auto | files | jsonl | cookbook"),
+    contextualizer: Optional[str] = typer.Option(None, help="At creation: keywords | structural | none | anthropic | bedrock"),
+    model: Optional[str] = typer.Option(None, help="At creation: the LLM model id."),
+    embedder: Optional[str] = typer.Option(
+        None, help="At creation: local | local-multilingual | voyage | voyage-context | bedrock."),
+    embed_model: Optional[str] = typer.Option(None, help="At creation: the embedder's model (API embedders)."),
+    language: Optional[str] = typer.Option(None, help="At creation: english | french | german."),
+    chunk_tokens: Optional[int] = typer.Option(None, help="At creation: chunk size in tokens."),
+    chunk_overlap: Optional[int] = typer.Option(None, help="At creation: overlap in tokens."),
+    embed_context: Optional[bool] = typer.Option(None, "--embed-context/--embed-chunk-only",
+                                                 help="At creation: embed context + chunk, or the chunk alone."),
+    context_weight: Optional[float] = typer.Option(None, help="At creation: BM25 weight of the context field."),
+    fusion: Optional[str] = typer.Option(None, help="At creation: rrf | weighted."),
+    dense_weight: Optional[float] = typer.Option(None, help="At creation: weight of the dense side in fusion."),
+    no_wait: bool = typer.Option(False, "--no-wait", help="Return once queued."),
+    batch: bool = typer.Option(False, "--batch", help="Situate through Anthropic Message Batches (-50%, slower)."),
+    timeout: Optional[float] = typer.Option(None, help="Stop waiting after this many seconds."),
+    json_output: bool = typer.Option(False, "--json", help="Print a JSON summary."),
+) -> None:
+    """Queue documents; by default wait until each is indexed or failed (exit 1 if any failed)."""
+    from producers import loaders, submit
+
+    if fmt not in loaders.FORMATS:
+        fail(f"--format must be one of {loaders.FORMATS}")
+    for p in paths:
+        if not Path(p).exists():
+            fail(f"no such file or folder: {p}")
+    config = open_or_create(collection, contextualizer=contextualizer, model=model, embedder=embedder,
+                            embed_model=embed_model, language=language, chunk_tokens=chunk_tokens,
+                            chunk_overlap=chunk_overlap, embed_context=embed_context,
+                            context_weight=context_weight, fusion=fusion, dense_weight=dense_weight)
+    if batch and config.contextualizer != "anthropic":
+        fail("--batch needs a collection situated with the anthropic contextualizer")
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn(), console=err, disable=json_output)
+    submissions = []
+    run = submit.new_run()
+    with progress:
+        task = progress.add_task("queueing", total=None)
+        for raw in loaders.load(paths, fmt):
+            submissions.append(submit.submit_one(config, raw, run, batch))
+            progress.advance(task)
+        progress.update(task, total=len(submissions))
+        if no_wait:
+            final = {s.doc_id: {"doc_id": s.doc_id, "state": s.state, "error": s.error} for s in submissions}
+        else:
+            progress.reset(task, total=len(submissions), description="indexing")
+            final = submit.wait(config, submissions, timeout=timeout,
+                                on_progress=lambda done, total: progress.update(task, completed=done))
+            # Indexed chunks become searchable at the next refresh (1 s); when this command
+            # returns, they should already be.
+            from workers.storage import chunk_index
+
+            chunk_index.refresh(config)
+    failed = [d for d in final.values() if d["state"] == "failed"]
+    pending = [d for d in final.values() if d["state"] not in ("indexed", "failed", "unchanged") and not no_wait]
+    unchanged = sum(1 for s in submissions if s.state == "unchanged")
+    summary = {"collection": collection, "run": run, "documents": len(submissions), "unchanged": unchanged,
+               "indexed": sum(1 for d in final.values() if d["state"] == "indexed"),
+               "queued": sum(1 for d in final.values() if d["state"] == "queued") if no_wait else 0,
+               "failed": [{"doc_id": d["doc_id"], "error": d.get("error")} for d in failed],
+               "pending": [d["doc_id"] for d in pending]}
+    if json_output:
+        print(json.dumps(summary))
+    else:
+        verb = "queued" if no_wait else "indexed"
+        out.print(f"{collection}: {len(submissions)} documents, "
+                  f"{summary['queued'] if no_wait else summary['indexed']} {verb} "
+                  f"({unchanged} unchanged), {len(failed)} failed"
+                  + (f", {len(pending)} still pending" if pending else ""))
+        for d in failed:
+            out.print(f"  [red]failed[/red] {d['doc_id']}: {d.get('error')}")
+    if failed or pending:
+        raise typer.Exit(1)
+
+
+def drop(collection: str = typer.Option(..., "--collection", "-c"),
+         yes: bool = typer.Option(False, "--yes", help="Do not ask.")) -> None:
+    """Delete a collection: its index, settings and document states."""
+    from workers import lifecycle
+
+    existing(collection)
+    if not yes and not typer.confirm(f"delete collection {collection!r} and its index?"):
+        raise typer.Exit(1)
+    lifecycle.delete(collection)
+    out.print(f"dropped {collection}")

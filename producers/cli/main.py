@@ -1,0 +1,35 @@
+"""The ``situate`` command: every subcommand, in one list. Typer parses, Rich prints.
+
+Collection-shaping flags (``--contextualizer``, ``--embedder``…) only matter when the
+collection is created; afterwards asking for a different value is an error, not a silent mix.
+Modules import what they need inside each command, so ``situate --help`` stays instant.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from producers.cli import documents, observe, processes, retrieval
+
+cli = typer.Typer(add_completion=False, no_args_is_help=True, help="Contextual Retrieval at production scale.")
+cli.command()(documents.ingest)
+cli.command()(retrieval.search)
+cli.command()(observe.status)
+cli.command()(observe.stats)
+cli.command("eval")(retrieval.eval_cmd)
+cli.command()(documents.drop)
+cli.command()(processes.worker)
+cli.command()(processes.api)
+
+
+def main() -> None:
+    try:
+        cli()
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

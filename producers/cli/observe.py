@@ -1,0 +1,88 @@
+"""``situate status`` and ``situate stats``: where documents are, and what they cost."""
+
+from __future__ import annotations
+
+import json
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from producers.cli.common import existing, fail, out
+
+
+def status(
+    collection: Optional[str] = typer.Option(None, "--collection", "-c"),
+    doc_id: Optional[str] = typer.Option(None, "--doc"),
+    json_output: bool = typer.Option(False, "--json"),
+) -> None:
+    """Collections with their settings, document counts by state, chunks indexed, and queues."""
+    from workers.connections import redis_client
+    from workers.pipeline.routing import all_queues, queue_length
+    from workers.storage import catalog, chunk_index, states
+
+    if collection and doc_id:
+        doc = states.get(collection, doc_id)
+        if doc is None:
+            fail(f"no document {doc_id!r} in {collection!r}", 1)
+        print(json.dumps(doc, indent=None if json_output else 2))
+        return
+    names = [collection] if collection else catalog.list_names()
+    rows = []
+    for name in names:
+        config = existing(name)
+        try:
+            chunks = chunk_index.count(config)
+        except Exception as e:  # index missing or node down: say so, keep going
+            chunks = f"? ({type(e).__name__})"
+        rows.append({"collection": name, "documents": states.counts(name), "chunks_indexed": chunks,
+                     "settings": catalog.describe(config)})
+    r = redis_client()
+    queues = {q: queue_length(r, q) for q in all_queues()}
+    if json_output:
+        print(json.dumps({"collections": rows, "queues": queues}))
+        return
+    table = Table("collection", "documents by state", "chunks", "contextualizer", "embedder", "language")
+    for row in rows:
+        s = row["settings"]
+        table.add_row(row["collection"], ", ".join(f"{k}={v}" for k, v in sorted(row["documents"].items())) or "-",
+                      str(row["chunks_indexed"]), s["contextualizer"] + (f" ({s['model']})" if s["model"] else ""),
+                      s["embedder"], s["language"])
+    out.print(table)
+    out.print("queues waiting: " + ", ".join(f"{q}={n}" for q, n in queues.items()))
+
+
+def stats(
+    collection: Optional[str] = typer.Option(None, "--collection", "-c"),
+    runs: int = typer.Option(5, help="How many recent runs to show."),
+    json_output: bool = typer.Option(False, "--json"),
+) -> None:
+    """The LLM bill: tokens, cache-read ratio beside the best possible, cost, 429/529 counts."""
+    from workers.contextualizers.claude import usage
+    from workers.storage import catalog
+
+    names = [collection] if collection else catalog.list_names()
+    report = {"all": usage.totals(None) if not collection else None,
+              "collections": {n: {"total": usage.totals(n),
+                                  "runs": {r: usage.totals(n, r) for r in usage.runs(n, runs)}} for n in names}}
+    if json_output:
+        print(json.dumps(report))
+        return
+    table = Table("collection / run", "calls", "tokens in / write / read / out", "cache read (best)",
+                  "cost $", "$ per M doc tokens", "429 / 529 / 5xx")
+
+    def row(label: str, t: dict) -> None:
+        per_m = t["cost_per_million_document_tokens"]
+        table.add_row(label, f"{t['calls']:,}",
+                      f"{t['input_tokens']:,} / {t['cache_write_tokens']:,} / {t['cache_read_tokens']:,} / "
+                      f"{t['output_tokens']:,}",
+                      f"{t['cache_read_ratio']:.1%} ({t['best_read_ratio']:.1%})", f"{t['cost_usd']:.4f}",
+                      "-" if per_m is None else f"{per_m:.2f}", f"{t['http_429']} / {t['http_529']} / {t['http_5xx']}")
+
+    for name, data in report["collections"].items():
+        if not data["total"]["calls"]:
+            continue
+        row(name, data["total"])
+        for run_id, t in data["runs"].items():
+            row(f"  run {run_id}", t)
+    out.print(table)

@@ -1,0 +1,169 @@
+"""``situate search`` and ``situate eval``: the read path, from the command line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from producers.cli.common import existing, fail, out
+
+
+def search(
+    query: str = typer.Argument(...),
+    collection: str = typer.Option(..., "--collection", "-c"),
+    k: int = typer.Option(10, "--k", min=1, max=1000),
+    mode: str = typer.Option("hybrid", help="hybrid | bm25 | dense"),
+    filters: list[str] = typer.Option([], "--filter", help="metadata KEY=VALUE (repeatable)"),
+    fusion: Optional[str] = typer.Option(None, help="rrf | weighted (default: the collection's)"),
+    context_weight: Optional[float] = typer.Option(None, help="BM25 weight of the context field"),
+    dense_weight: Optional[float] = typer.Option(None, help="weight of the dense side in fusion"),
+    reranker: Optional[str] = typer.Option(None, help="none | voyage | bedrock | cohere | onnx"),
+    json_output: bool = typer.Option(False, "--json"),
+) -> None:
+    """Hybrid search (BM25 + k-NN, fused, optionally reranked) over a collection."""
+    import time
+
+    from producers.retrieval import search as retrieval
+    from workers.embedding import registry as embedders
+
+    config = existing(collection)
+    embedders.get(config.embedder, config.embed_model)  # load the model before the clock starts
+    parsed = {}
+    for f in filters:
+        key, _, value = f.partition("=")
+        parsed.setdefault(key, []).append(value)
+    flat = {k_: v[0] if len(v) == 1 else v for k_, v in parsed.items()}
+    started = time.perf_counter()
+    options = retrieval.SearchOptions(mode=mode, fusion=fusion, context_weight=context_weight,
+                                      dense_weight=dense_weight, reranker=reranker)
+    try:
+        hits = retrieval.search(config, query, k=k, filters=flat, options=options)
+    except ValueError as e:
+        fail(str(e))
+    took_ms = (time.perf_counter() - started) * 1000
+    if json_output:
+        print(json.dumps({"took_ms": round(took_ms, 1), "hits": [
+            {"doc_id": h.doc_id, "chunk": h.chunk, "score": h.score, "text": h.text, "context": h.context,
+             "metadata": h.metadata} for h in hits]}))
+        return
+    for rank, h in enumerate(hits, start=1):
+        out.print(f"[bold]{rank:>2}.[/bold] {h.doc_id} #{h.chunk}  score={h.score:.4f}")
+        if h.context:
+            out.print(f"    [cyan]{' '.join(h.context.split())[:160]}[/cyan]", highlight=False)
+        snippet = " ".join(h.text.split())[:160]
+        out.print(f"    {snippet}", highlight=False)
+    out.print(f"[dim]{len(hits)} hits in {took_ms:.0f} ms[/dim]")
+
+
+def _configurations(spec: str, names: list[str]) -> list[tuple[str, str, tuple[str, bool]]]:
+    """``hybrid,bm25,dense,hybrid+rerank`` x collections -> (label, collection, (mode, rerank))."""
+    from producers.retrieval.search import MODES
+
+    out = []
+    for name in names:
+        for item in [x.strip() for x in spec.split(",") if x.strip()]:
+            mode, _, rerank = item.partition("+")
+            if mode not in MODES or rerank not in ("", "rerank"):
+                fail(f"unknown configuration {item!r}: a mode ({', '.join(MODES)}), optionally +rerank")
+            label = item if len(names) == 1 else f"{name}:{item}"
+            out.append((label, name, (mode, bool(rerank))))
+    return out
+
+
+def eval_cmd(
+    names: list[str] = typer.Option(..., "--collection", "-c",
+                                    help="Repeat to compare collections (e.g. plain, then contextual)."),
+    queries: Path = typer.Option(..., "--queries", exists=True, dir_okay=False),
+    fmt: str = typer.Option("cookbook", "--format", help="cookbook | jsonl"),
+    configs: Optional[str] = typer.Option(
+        None, help="comma-separated: dense, bm25, hybrid, hybrid+rerank (default: dense,bm25,hybrid "
+                   "and hybrid+rerank when a reranker is set)"),
+    reranker: Optional[str] = typer.Option(None, help="reranker for +rerank configurations (default: SITUATE_RERANKER)"),
+    fusion: Optional[str] = typer.Option(None, help="override every collection's fusion"),
+    context_weight: Optional[float] = typer.Option(None, help="override the BM25 weight of contexts"),
+    dense_weight: Optional[float] = typer.Option(None, help="override the dense weight"),
+    compare: Optional[str] = typer.Option(
+        None, help="BEFORE,AFTER configuration labels whose flipped queries are listed "
+                   "(default: the first collection's hybrid against the last one's, or dense against hybrid)"),
+    report: Optional[Path] = typer.Option(None, help="write report.md and pass_at_k.png into this folder"),
+    json_output: bool = typer.Option(False, "--json"),
+) -> None:
+    """Pass@k, Recall@k (k = 5, 10, 20) and MRR@10 of each search configuration, side by side;
+    the queries that flipped between two of them; optionally a markdown report and a chart."""
+    from producers.evaluate import KS, MRR_K, QueryFileError, Retrieved, chart_png, evaluate, flips, load_queries, markdown_report
+    from producers.retrieval import search as retrieval
+    from workers.settings import get_settings
+
+    loaded = {name: existing(name) for name in names}
+    try:
+        labelled = load_queries(queries, fmt)
+    except QueryFileError as e:
+        fail(str(e))
+    chosen_reranker = reranker or get_settings().reranker
+    spec = configs or ("dense,bm25,hybrid" + (",hybrid+rerank" if chosen_reranker != "none" else ""))
+    plan = _configurations(spec, names)
+    results = []
+    for label, name, (mode, rerank) in plan:
+        if rerank and chosen_reranker == "none":
+            fail("hybrid+rerank needs a reranker: --reranker or SITUATE_RERANKER")
+        options = retrieval.SearchOptions(mode=mode, fusion=fusion, context_weight=context_weight,
+                                          dense_weight=dense_weight, reranker=chosen_reranker if rerank else "none")
+        config = loaded[name]
+
+        def run(q: str, k: int, config=config, options=options) -> list[Retrieved]:
+            return [Retrieved(h.doc_id, h.chunk, h.text) for h in retrieval.search(config, q, k=k, options=options)]
+        try:
+            results.append(evaluate(labelled, run, label))
+        except ValueError as e:
+            fail(str(e))
+    by_label = {r.label: r for r in results}
+    if compare:
+        before, _, after = compare.partition(",")
+        if before not in by_label or after not in by_label:
+            fail(f"--compare names two of: {', '.join(by_label)}")
+        pair = (by_label[before], by_label[after])
+    elif len(names) > 1 and f"{names[0]}:hybrid" in by_label and f"{names[-1]}:hybrid" in by_label:
+        pair = (by_label[f"{names[0]}:hybrid"], by_label[f"{names[-1]}:hybrid"])
+    elif len(results) > 1:
+        pair = (results[0], results[-1])
+    else:
+        pair = None
+    described = [f"{n}: contextualizer `{c.contextualizer}`{f' ({c.model})' if c.model else ''}, embedder "
+                 f"`{c.embedder}`, fusion `{fusion or c.fusion}` (dense weight {dense_weight if dense_weight is not None else c.dense_weight}, "
+                 f"context weight {context_weight if context_weight is not None else c.context_weight})"
+                 for n, c in loaded.items()]
+    title = f"Retrieval on {queries.name}: {len(labelled)} queries"
+    if report:
+        report.mkdir(parents=True, exist_ok=True)
+        chart_png(results, report / "pass_at_k.png", title)
+        notes = [f"- {d}" for d in described] + [f"- reranker: `{chosen_reranker}`"]
+        (report / "report.md").write_text(markdown_report(results, pair, title, notes, "pass_at_k.png"), encoding="utf-8")
+    if json_output:
+        payload: dict = {"results": [r.summary() for r in results]}
+        if pair:
+            gained, lost = flips(*pair)
+            payload["flips"] = {"before": pair[0].label, "after": pair[1].label,
+                                "gained": [f.__dict__ for f in gained], "lost": [f.__dict__ for f in lost]}
+        print(json.dumps(payload))
+        return
+    table = Table("configuration", *[f"Pass@{k}" for k in KS], *[f"Recall@{k}" for k in KS], f"MRR@{MRR_K}",
+                  "p50 ms", title=title)
+    for r in results:
+        table.add_row(r.label, *[f"{r.pass_at[k]:.2f}" for k in KS], *[f"{r.recall_at[k]:.2f}" for k in KS],
+                      f"{r.mrr:.3f}", f"{r.latency_ms_p50:.0f}")
+    out.print(table, width=max(out.width, 150))  # wide enough for its columns, even in a log
+    for d in described:
+        out.print(f"[dim]{d}[/dim]")
+    if pair:
+        gained, lost = flips(*pair)
+        out.print(f"{pair[0].label} -> {pair[1].label}: {len(gained)} queries gained at Pass@10, {len(lost)} lost"
+                  + (f" (details in {report / 'report.md'})" if report else ""))
+        for f in (gained[:3] + lost[:3]):
+            out.print(f"  {'+' if f.after > f.before else '-'} {f.query[:100]}  ({f.before:.2f} -> {f.after:.2f})",
+                      highlight=False)
+    if report:
+        out.print(f"report: {report / 'report.md'}, chart: {report / 'pass_at_k.png'}")

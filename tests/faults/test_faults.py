@@ -1,0 +1,192 @@
+"""Faults in the middle of real runs: each run ends with every document indexed once (or failed
+alone, with a reason), no duplicate chunk, no chunk of a stale version, and no more LLM calls
+paid twice than were in flight when the fault struck."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+import harness
+import tests.faults.plugins  # noqa: F401 - registers anthropic-crashy here too, as the workers do
+from tests.faults.conftest import audit, documents, expected_of, report, submit, wait_done
+from tests.support import TEST_MODEL, cookbook_docs
+
+LLM = {"contextualizer": "anthropic", "model": TEST_MODEL, "embedder": "voyage"}
+needs_our_services = pytest.mark.skipif(not harness.services_are_ours(),
+                                        reason="Redis and OpenSearch were not started by ops/up: not ours to stop")
+
+
+def wait_until(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+def indexed_count(collection: str) -> int:
+    from workers.storage import states
+
+    return states.counts(collection).get("indexed", 0)
+
+
+def test_a_worker_killed_mid_run_costs_seconds_not_an_hour(standin, fleet, collection_name):
+    """kill -9 of one of two workers 20 s into the cookbook corpus (90 documents, 737 chunks),
+    default SITUATE_RECOVERY_S (60): its documents are taken up by the other worker."""
+    standin.configure(base_latency_s=0.6, uncached_s_per_ktok=0.1, read_s_per_ktok=0.005, output_s_per_tok=0.005)
+    workers = fleet().start(2, concurrency=3)
+    docs = [{"id": d["original_uuid"], "text": d["content"], "chunks": [c["content"] for c in d["chunks"]]}
+            for d in cookbook_docs()]
+    submit(collection_name, docs, **LLM)
+    time.sleep(20)
+    indexed_before = indexed_count(collection_name)
+    fault = time.time()
+    workers.workers[0].kill()
+    in_flight = standin.in_flight_during(fault, time.time())
+    killed_at = time.monotonic()
+    wait_done(collection_name, [d["id"] for d in docs], timeout=240)
+    after_kill = time.monotonic() - killed_at
+    result = audit(collection_name, expected_of(docs), standin)
+    report("kill -9 of a worker (cookbook, 2 workers)", result, in_flight=in_flight,
+           indexed_at_kill=indexed_before, all_indexed_s_after_kill=round(after_kill, 1))
+    assert result.indexed == len(docs) and not result.failed and result.lost == 0
+    assert result.duplicate_ids == 0 and result.stale_chunks == 0
+    assert result.paid_twice <= in_flight
+    assert after_kill < 120
+
+
+@needs_our_services
+def test_redis_restarts_mid_run(standin, fleet, collection_name):
+    standin.configure()
+    fleet(SITUATE_RECOVERY_S="20").start(2)
+    docs = documents(60, tag="redis")
+    submit(collection_name, docs, **LLM)
+    wait_until(lambda: indexed_count(collection_name) >= 5, 120, "the first documents")
+    fault = time.time()
+    harness.stop_redis()
+    time.sleep(3)
+    harness.ops_up()
+    in_flight = standin.in_flight_during(fault, time.time())
+    took = wait_done(collection_name, [d["id"] for d in docs], timeout=300)
+    result = audit(collection_name, expected_of(docs), standin)
+    report("Redis restarted (AOF) mid-run", result, in_flight=in_flight, done_s_after_restart=round(took, 1))
+    assert result.indexed == len(docs) and result.lost == 0 and not result.failed
+    assert result.duplicate_ids == 0 and result.stale_chunks == 0 and result.paid_twice <= in_flight
+
+
+@needs_our_services
+def test_opensearch_stopped_for_30_seconds_mid_run(standin, fleet, collection_name):
+    standin.configure()
+    fleet(SITUATE_RECOVERY_S="20").start(2)
+    docs = documents(60, tag="opensearch")
+    submit(collection_name, docs, **LLM)
+    wait_until(lambda: indexed_count(collection_name) >= 5, 120, "the first documents")
+    fault = time.time()
+    harness.stop_opensearch()
+    time.sleep(30)
+    harness.ops_up()
+    in_flight = standin.in_flight_during(fault, time.time())
+    took = wait_done(collection_name, [d["id"] for d in docs], timeout=400)
+    result = audit(collection_name, expected_of(docs), standin)
+    report("OpenSearch stopped 30 s mid-run", result, in_flight=in_flight, done_s_after_restart=round(took, 1))
+    assert result.indexed == len(docs) and result.lost == 0 and not result.failed
+    assert result.duplicate_ids == 0 and result.stale_chunks == 0 and result.paid_twice <= in_flight
+
+
+def test_provider_overloaded_rate_limited_and_slower_than_the_client_timeout(standin, fleet, collection_name):
+    """20% of calls answered 529; an account limit far below what the workers believe (429s
+    in bursts); 5% of answers 3 s late against a 2 s client timeout (paid, then asked again)."""
+    standin.configure(p_529=0.2, p_slow=0.05, slow_s=3.0, burst_s=2.0,
+                      limits={TEST_MODEL: {"rpm": 600, "itpm": 10**9, "otpm": 10**9}})
+    fleet(SITUATE_LLM_TIMEOUT_S="2", SITUATE_RECOVERY_S="20").start(2)
+    docs = documents(60, tag="provider")
+    submit(collection_name, docs, **LLM)
+    took = wait_done(collection_name, [d["id"] for d in docs], timeout=400)
+    stats = standin.stats()
+    result = audit(collection_name, expected_of(docs), standin)
+    # Every timed-out call was in flight at its own fault: that is the bound here.
+    timed_out = stats["paid_twice"]
+    report("20% 529, 429 bursts, 5% answers past the timeout", result, in_flight=timed_out,
+           http_529=stats["http_529"], http_429=stats["http_429"], seconds=round(took, 1))
+    assert stats["http_529"] > 10 and stats["http_429"] > 10
+    assert result.indexed == len(docs) and result.lost == 0 and not result.failed
+    assert result.duplicate_ids == 0 and result.stale_chunks == 0
+    assert result.paid_twice <= int(0.05 * stats["requests"]) + 10  # only the answers that came too late
+
+
+def test_a_poison_document_fails_alone_with_the_reason(standin, fleet, collection_name):
+    """A document that kills the process running it (SIGSEGV) is delivered at most
+    SITUATE_MAX_DELIVERIES times, then fails with the signal; the 59 others are indexed."""
+    standin.configure()
+    fleet(SITUATE_RECOVERY_S="20").start(2)
+    docs = documents(60, tag="poison", marker={7: " POISON-SEGV"})
+    submit(collection_name, docs, contextualizer="anthropic-crashy", model=TEST_MODEL, embedder="voyage")
+    took = wait_done(collection_name, [d["id"] for d in docs], timeout=300)
+    result = audit(collection_name, {k: v for k, v in expected_of(docs).items() if k != "doc-007"}, standin)
+    from workers.storage import states
+
+    poison = states.get(collection_name, "doc-007")
+    report("a poison document (SIGSEGV in its worker)", result, in_flight=0, seconds=round(took, 1),
+           poison_error=poison["error"])
+    assert poison["state"] == "failed" and "died 3 times" in poison["error"] and "SIGSEGV" in poison["error"]
+    assert result.indexed == 59 and result.lost == 0 and not result.failed
+    assert result.duplicate_ids == 0 and result.stale_chunks == 0 and result.paid_twice == 0
+
+
+def test_the_same_documents_ingested_twice_at_once(standin, fleet, collection_name):
+    standin.configure()
+    fleet(SITUATE_RECOVERY_S="20").start(2)
+    docs = documents(60, tag="twice")
+    from workers import lifecycle
+
+    lifecycle.ensure(collection_name, **LLM)
+    go = threading.Barrier(2)
+    errors: list[BaseException] = []
+
+    def producer():
+        try:
+            go.wait()
+            submit(collection_name, docs, **LLM)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=producer) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    took = wait_done(collection_name, [d["id"] for d in docs], timeout=300)
+    result = audit(collection_name, expected_of(docs), standin)
+    report("the same 60 documents ingested twice at once", result, in_flight=0, seconds=round(took, 1))
+    assert result.indexed == len(docs) and result.lost == 0 and not result.failed
+    assert result.duplicate_ids == 0 and result.stale_chunks == 0 and result.paid_twice == 0
+    assert result.requests == sum(len(d["chunks"]) for d in docs)
+
+
+def test_v1_and_v2_of_the_same_documents_race(standin, fleet, collection_name):
+    standin.configure()
+    fleet(SITUATE_RECOVERY_S="20").start(2)
+    v1, v2 = documents(60, tag="v1"), documents(60, chunks=3, tag="v2")
+    submit(collection_name, v1, **LLM)
+    time.sleep(1.5)  # some of v1 is chunked, some situated, some indexed
+    submit(collection_name, v2, **LLM)
+    took = wait_done(collection_name, [d["id"] for d in v2], timeout=300)
+    time.sleep(2)  # v1 tasks still in flight find themselves superseded and clean up
+    from workers.storage import states
+
+    wait_until(lambda: all(s and s["state"] in states.TERMINAL
+                           for s in states.get_many(collection_name, [d["id"] for d in v2])), 60, "v2 everywhere")
+    result = audit(collection_name, expected_of(v2), standin)
+    report("v1 and v2 of 60 documents racing", result, in_flight=0, seconds=round(took, 1))
+    assert result.indexed == len(v2) and result.lost == 0 and not result.failed
+    assert result.duplicate_ids == 0 and result.stale_chunks == 0 and result.paid_twice == 0
+    from producers.retrieval.search import search
+    from workers.storage import catalog
+
+    hits = search(catalog.load(collection_name), "Document 3 part 1", k=50, filters={"doc_id": "doc-003"})
+    assert {h.text.split("(")[1].split(")")[0] for h in hits} == {"v2"} and len(hits) == 3
+

@@ -1,0 +1,211 @@
+"""LLM contextualizers through the real SDKs (anthropic, boto3) against the stand-in API, with
+real workers: cache-aware scheduling, checkpoints, faults, the bill."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from producers.retrieval.search import search
+from tests.integration.conftest import worker_logs
+from tests.support import SECRET_KEY, TEST_MODEL, run_cli, write_jsonl
+from workers.contextualizers.claude import usage
+from workers.storage import catalog, chunk_index, states
+
+
+BIG = 400  # words per chunk: 4+ such chunks exceed the 2,048-token cache minimum
+
+
+def paragraph(i: int, words: int = 120) -> str:
+    return f"Section {i}. " + " ".join(f"term{i}x{j}" for j in range(words)) + ".\n\n"
+
+
+def chunked_doc(doc_id: str, n: int, words: int = 120, marker: dict[int, str] | None = None) -> dict:
+    chunks = [paragraph(i, words) + (marker or {}).get(i, "") for i in range(n)]
+    return {"id": doc_id, "text": "".join(chunks), "chunks": chunks}
+
+
+def ingest(collection, path, provider="anthropic", *extra):
+    return run_cli("ingest", "-c", collection, "--contextualizer", provider, "--model", TEST_MODEL,
+                   path, "--json", *extra)
+
+
+def test_warm_first_then_fan_out_reads_every_other_call_from_cache(worker, standin, collection_name, tmp_path):
+    standin.configure()
+    # 6 chunks of ~250 tokens: a ~1,500-word document, above the model's 2,048-token minimum.
+    doc = chunked_doc("big", 6, words=BIG)
+    result = ingest(collection_name, write_jsonl(tmp_path / "d.jsonl", [doc]))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+    s = standin.stats()
+    assert s["requests"] == 6 and s["breakpoints"] == 6
+    assert s["cache_write_tokens"] > 2048, "the document should have been written exactly once"
+    assert s["cache_read_tokens"] == 5 * s["cache_write_tokens"]
+
+    t = usage.totals(collection_name)
+    assert t["calls"] == 6 and t["documents"] == 1
+    assert t["cache_read_ratio"] == pytest.approx(t["best_read_ratio"]) and t["cache_read_ratio"] > 0.5
+    assert t["cost_usd"] > 0
+
+    hits = search(catalog.load(collection_name), "term3x7")
+    assert hits[0].chunk == 3 and hits[0].context.startswith("This chunk is from the document")
+
+    again = ingest(collection_name, write_jsonl(tmp_path / "d.jsonl", [doc]))
+    assert json.loads(again.stdout)["unchanged"] == 1
+    assert standin.stats()["requests"] == 6, "re-ingesting unchanged content must make no call"
+
+
+def test_documents_below_the_cache_minimum_pay_no_breakpoint(worker, standin, collection_name, tmp_path):
+    standin.configure()
+    docs = [chunked_doc("short", 3, words=40), chunked_doc("single", 1, words=40)]
+    result = ingest(collection_name, write_jsonl(tmp_path / "d.jsonl", docs))
+    assert result.returncode == 0, result.stdout + result.stderr
+    s = standin.stats()
+    assert s["requests"] == 4 and s["breakpoints"] == 0
+    assert s["cache_write_tokens"] == 0 and s["cache_read_tokens"] == 0
+
+
+def test_failed_chunk_fails_the_document_and_a_retry_pays_only_what_is_missing(worker, standin, collection_name, tmp_path):
+    standin.configure(fail_marker="QUOKKA-REFUSE")
+    doc = chunked_doc("flaky", 5, words=BIG, marker={3: "QUOKKA-REFUSE"})
+    path = write_jsonl(tmp_path / "d.jsonl", [doc])
+    result = ingest(collection_name, path)
+    assert result.returncode == 1
+    failure = json.loads(result.stdout)["failed"][0]
+    assert failure["doc_id"] == "flaky" and "refused" in failure["error"]
+
+    assert states.get(collection_name, "flaky")["state"] == "failed"
+    assert chunk_index.count(catalog.load(collection_name), "flaky") == 0, "never indexed half situated"
+    paid = standin.stats()["requests"]
+    assert paid == 4  # the four other chunks were situated, and checkpointed
+
+    standin.configure()  # the provider accepts the chunk now
+    result = ingest(collection_name, path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert standin.stats()["requests"] == 1, "only the missing chunk may be paid for again"
+    assert states.get(collection_name, "flaky")["chunks"] == 5
+
+
+def test_empty_answer_is_an_error_not_an_empty_context(worker, standin, collection_name, tmp_path):
+    standin.configure(empty_marker="SAY-NOTHING")
+    doc = chunked_doc("mute", 2, words=30, marker={1: "SAY-NOTHING"})
+    result = ingest(collection_name, write_jsonl(tmp_path / "d.jsonl", [doc]))
+    assert result.returncode == 1
+    assert "empty context" in json.loads(result.stdout)["failed"][0]["error"]
+
+
+def test_429_and_529_are_retried_counted_and_lose_nothing(worker, standin, collection_name, tmp_path):
+    # The stand-in's account limit is far below what the worker believes it has: it must
+    # answer 429 with retry-after, and the worker must honour it. Plus random 529s.
+    # One request per second, no burst: the fan-out after the warm-up call must meet 429s.
+    # With the stand-in's seed, the 2nd and 4th requests it sees are 529s.
+    standin.configure(limits={TEST_MODEL: {"rpm": 60, "itpm": 10**8, "otpm": 10**8}}, burst_s=1.0, p_529=0.2)
+    docs = [chunked_doc("d0", 6, words=BIG)]
+    result = ingest(collection_name, write_jsonl(tmp_path / "d.jsonl", docs))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+    s = standin.stats()
+    t = usage.totals(collection_name)
+    assert s["http_429"] > 0 and s["http_529"] > 0
+    assert t["http_429"] == s["http_429"] and t["http_529"] == s["http_529"]
+    assert t["calls"] == 6 == s["ok"]
+    assert states.get(collection_name, "d0")["chunks"] == 6
+
+
+def test_bedrock_converse_with_a_cache_point(worker, standin, collection_name, tmp_path):
+    standin.configure()
+    doc = chunked_doc("bed", 6, words=BIG)
+    result = ingest(collection_name, write_jsonl(tmp_path / "d.jsonl", [doc]), "bedrock")
+    assert result.returncode == 0, result.stdout + result.stderr
+    s = standin.stats()
+    assert s["requests"] == 6 and s["breakpoints"] == 6
+    assert s["cache_read_tokens"] == 5 * s["cache_write_tokens"] > 0
+
+    t = usage.totals(collection_name)
+    assert t["cache_read_tokens"] == s["cache_read_tokens"] and t["calls"] == 6
+
+
+
+
+def test_stats_command_and_no_secret_in_logs(worker, standin, collection_name, tmp_path):
+    standin.configure()
+    result = ingest(collection_name, write_jsonl(tmp_path / "d.jsonl", [chunked_doc("s", 3, words=BIG)]))
+    assert result.returncode == 0
+    stats = json.loads(run_cli("stats", "-c", collection_name, "--json").stdout)
+    total = stats["collections"][collection_name]["total"]
+    assert total["calls"] == 3 and total["cache_read_ratio"] == pytest.approx(total["best_read_ratio"])
+    assert len(stats["collections"][collection_name]["runs"]) == 1
+    logs = worker_logs()
+    assert '"event": "llm_call"' in logs and '"event": "document"' in logs
+    assert SECRET_KEY not in logs
+
+
+def test_message_batches_seed_then_rest_at_half_price(worker, standin, collection_name, tmp_path):
+    standin.configure(batch_delay_s=0.2)
+    doc = chunked_doc("batched", 6, words=BIG)
+    result = ingest(collection_name, write_jsonl(tmp_path / "d.jsonl", [doc]), "anthropic", "--batch")
+    assert result.returncode == 0, result.stdout + result.stderr
+    s = standin.stats()
+    assert s["batch_requests"] == 6
+    assert s["cache_write_tokens"] > 0 and s["cache_read_tokens"] == 5 * s["cache_write_tokens"]
+
+    from workers import models
+
+    t = usage.totals(collection_name)
+    assert t["batch_calls"] == 6 == t["calls"]
+    spec = models.get(TEST_MODEL)
+    full_price = models.cost_usd(spec, t["input_tokens"], t["cache_write_tokens"], t["cache_read_tokens"],
+                                 t["output_tokens"], ttl="1h")
+    assert t["cost_usd"] == pytest.approx(full_price / 2, rel=1e-6)
+    assert states.get(collection_name, "batched")["chunks"] == 6
+
+
+def test_big_document_is_sliced_across_workers_and_still_read_from_cache(worker, standin, collection_name, tmp_path):
+    # More chunks than one worker's per-document bound (16): warm-up here, slices anywhere.
+    standin.configure()
+    doc = chunked_doc("huge", 40, words=120)
+    result = ingest(collection_name, write_jsonl(tmp_path / "d.jsonl", [doc]))
+    assert result.returncode == 0, result.stdout + result.stderr
+    s = standin.stats()
+    assert s["requests"] == 40 and s["cache_write_tokens"] > 0
+    assert s["cache_read_tokens"] == 39 * s["cache_write_tokens"], "one write, every other call a read"
+
+    t = usage.totals(collection_name)
+    assert t["documents"] == 1 and t["calls"] == 40
+    assert t["cache_read_ratio"] == pytest.approx(t["best_read_ratio"])
+    assert states.get(collection_name, "huge")["chunks"] == 40
+    assert "situate.contextualize_slice" in worker_logs()
+
+
+def test_a_lone_call_on_a_cold_document_reserves_its_cache_write(standin, collection_name, monkeypatch):
+    """A big document's first call runs alone (its slices fan out after it): it writes the
+    cache, so the shared limiter must hold the whole document for it, not a read's share.
+    Reserved as a read, it overdrew the bucket by the document and 429s followed."""
+    from workers import lifecycle
+    from workers.chunking import locate
+    from workers.contextualizers.base import SourceDocument
+    from workers.contextualizers.claude import scheduler
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET_KEY)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", standin.url)
+    standin.configure()
+    doc = chunked_doc("cold", 6, words=BIG)
+    chunks = locate(doc["text"], list(enumerate(doc["chunks"])))
+    config = lifecycle.ensure(collection_name, contextualizer="anthropic", model=TEST_MODEL)
+    contextualizer = scheduler.anthropic_contextualizer(config)
+    reserved: list[int] = []
+    acquire = contextualizer.limiter.acquire
+    monkeypatch.setattr(contextualizer.limiter, "acquire",
+                        lambda tokens, *a, **k: reserved.append(tokens) or acquire(tokens, *a, **k))
+    source = SourceDocument(collection_name, "cold", "v1", doc["text"], "english", {}, chunks)
+
+    list(contextualizer.contextualize(source, chunks[:1]))  # alone, cold
+    written = standin.stats()["cache_write_tokens"]
+    assert written > 2048 and reserved[0] >= written
+
+    source.warm = True  # the slices that follow read it
+    list(contextualizer.contextualize(source, chunks[1:3]))
+    s = standin.stats()
+    assert s["cache_read_tokens"] == 2 * written
+    assert all(r < reserved[0] / 3 for r in reserved[1:]), reserved  # one chunk of six, no document

@@ -1,0 +1,148 @@
+"""The shape of the code: no import cycles (imports inside functions included), no module named
+like the standard library's, package ``__init__`` files that import nothing, a read path that
+never pulls in Celery, and modules of a size one can read."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("workers", "producers")
+OPS_MODULES = ("harness", "standin", "standin_vectors", "bench")  # imported by name from ops/
+MAX_LINES = 450
+
+
+def project_modules() -> dict[str, Path]:
+    modules = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            modules[name] = path
+    for name in OPS_MODULES:
+        modules[name] = ROOT / "ops" / f"{name}.py"
+    return modules
+
+
+def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """Project modules that ``name`` imports anywhere in its body, functions included."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+
+    def resolve(target: str) -> str | None:
+        while target and target not in modules:
+            target = target.rpartition(".")[0]
+        return target or None
+
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            # ``from a.b import c``: c is a module of a.b, or a name inside a.b.
+            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names]
+        else:
+            continue
+        for target in targets:
+            resolved = resolve(target)
+            if resolved and resolved != name:
+                found.add(resolved)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = project_modules()
+    return {name: imports_of(name, path, modules) for name, path in modules.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+    counter = [0]
+    sys.setrecursionlimit(max(10_000, sys.getrecursionlimit()))
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycles_among_project_modules():
+    graph = import_graph()
+    assert len(graph) > 40 and graph["workers.pipeline.tasks"], "the graph should cover the project"
+    assert cycles(graph) == []
+
+
+def test_no_module_is_named_like_a_standard_library_module():
+    clashes = [name for name in project_modules() if name.rpartition(".")[2] in sys.stdlib_module_names]
+    assert clashes == []
+
+
+def test_package_inits_import_nothing_of_the_project():
+    """A package's ``__init__`` is its map, in words: importing one module of a package then
+    never drags the others (nor a cycle) in through the package."""
+    modules = project_modules()
+    for name, path in modules.items():
+        if path.name == "__init__.py":
+            assert imports_of(name, path, modules) == set(), name
+            assert ast.get_docstring(ast.parse(path.read_text())), f"{name} should say what is where"
+
+
+def test_the_read_path_never_imports_celery():
+    graph = import_graph()
+    reach, todo = set(), [m for m in graph if m.startswith("producers.retrieval")]
+    while todo:
+        module = todo.pop()
+        if module not in reach:
+            reach.add(module)
+            todo.extend(graph[module])
+    modules = project_modules()
+    for module in reach:
+        tree = ast.parse(modules[module].read_text())
+        names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        names |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        assert not any(n == "celery" or n.startswith("celery.") for n in names), module
+        assert not module.startswith("workers.pipeline"), f"the read path reaches {module}"
+
+
+def test_every_module_says_why_it_exists_and_fits_in_an_afternoon():
+    for name, path in project_modules().items():
+        text = path.read_text()
+        assert ast.get_docstring(ast.parse(text)), f"{name} has no docstring"
+        assert len(text.splitlines()) <= MAX_LINES, f"{name} has {len(text.splitlines())} lines"

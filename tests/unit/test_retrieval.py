@@ -1,0 +1,106 @@
+"""The read path's pure parts: fusion rules, and the evaluation metrics."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from producers.evaluate import Gold, LabelledQuery, Retrieved, evaluate, flips, markdown_report
+from producers.retrieval.fusion import fuse, rrf
+
+
+def test_rrf_rewards_agreement():
+    def hit(i):
+        return {"_id": i, "_source": {"doc_id": i, "chunk": 0, "text": i}}
+    fused = rrf({"bm25": [hit("a"), hit("b")], "dense": [hit("d"), hit("b")]})
+    assert fused[0].doc_id == "b"  # second on both sides beats first on one
+    assert fused[0].score == pytest.approx(2 / 62) and fused[0].ranks == {"bm25": 2, "dense": 2}
+    assert {h.doc_id for h in fused[1:]} == {"a", "d"}
+
+
+def test_weighted_fusion_keeps_score_gaps():
+    def hits(*pairs):
+        return [{"_id": i, "_score": s, "_source": {"doc_id": i, "chunk": 0, "text": ""}} for i, s in pairs]
+
+    # a leads BM25 by far and is a close third in dense; b is a distant second in BM25, first in dense.
+    sides = {"bm25": hits(("a", 30.0), ("b", 2.0), ("c", 1.0)),
+             "dense": hits(("b", 0.90), ("c", 0.895), ("a", 0.89), ("d", 0.10))}
+    by_rank = [h.doc_id for h in fuse(sides, {"bm25": 1, "dense": 1}, "rrf")]
+    by_score = [h.doc_id for h in fuse(sides, {"bm25": 1, "dense": 1}, "weighted")]
+    assert by_rank[0] == "b"                  # RRF: ranks 2 and 1 beat ranks 1 and 3
+    assert by_score[0] == "a"                 # weighted: a's BM25 lead is huge
+    assert np.isclose(fuse(sides, {"bm25": 1, "dense": 0}, "weighted")[0].score, 1.0)
+
+
+def test_metrics_pass_recall_mrr_and_text_labels():
+    queries = [LabelledQuery("q1", [Gold("a", 0), Gold("a", 1)]),          # 2 labels
+               LabelledQuery("q2", [Gold("b", 5)]),
+               LabelledQuery("q3", [Gold("c", text="the quick brown fox jumps")])]
+    rankings = {"q1": [Retrieved("x", 0)] * 6 + [Retrieved("a", 1)],       # one of two, at rank 7
+                "q2": [Retrieved("b", 5)],                                  # rank 1
+                "q3": [Retrieved("c", 9, "a quick brown fox jumps high")]}  # 4 of 5 words: found
+    result = evaluate(queries, lambda q, k: rankings[q], "test")
+    assert result.pass_at[5] == pytest.approx(100 * (0 + 1 + 1) / 3)
+    assert result.pass_at[10] == pytest.approx(100 * (0.5 + 1 + 1) / 3)
+    assert result.recall_at[10] == pytest.approx(100 * 3 / 4)             # per golden chunk
+    assert result.mrr == pytest.approx((1 / 7 + 1 + 1) / 3)
+    assert result.per_query[0]["gold_ranks"] == [None, 7]
+
+    # Text labels need the same document and half the label's words.
+    miss = evaluate(queries[2:], lambda q, k: [Retrieved("c", 1, "a lazy dog"), Retrieved("d", 2, "quick brown fox jumps")])
+    assert miss.pass_at[20] == 0
+
+    better = evaluate(queries, lambda q, k: [Retrieved("a", 0), Retrieved("a", 1), Retrieved("b", 5)], "better")
+    gained, lost = flips(result, better)
+    assert [f.query for f in gained] == ["q1"] and [f.query for f in lost] == ["q3"]
+    report = markdown_report([result, better], (result, better), "t")
+    assert "| test |" in report and "### Gained" in report and "- q1 —" in report and "### Lost" in report
+
+
+def test_onnx_cross_encoder_file(tmp_path, monkeypatch):
+    """A tiny cross-encoder built here (the logit counts one token id in the pair) proves the
+    path: tokenizer beside the file, pairs in, first output as the score."""
+    import onnx  # the [test] extra
+    from onnx import TensorProto, helper
+
+    from workers.chunking import TOKENIZER_PATH
+    from tokenizers import Tokenizer
+
+    target = Tokenizer.from_file(str(TOKENIZER_PATH)).token_to_id("otter")
+    graph = helper.make_graph(
+        [helper.make_node("Constant", [], ["t"], value=helper.make_tensor("t", TensorProto.INT64, [], [target])),
+         helper.make_node("Equal", ["input_ids", "t"], ["eq"]),
+         helper.make_node("Cast", ["eq"], ["f"], to=TensorProto.FLOAT),
+         helper.make_node("ReduceSum", ["f"], ["logits"], keepdims=1, axes=[1])],
+        "count_otter",
+        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["b", "s"]),
+         helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["b", "s"])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["b", 1])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)])
+    model.ir_version = 8
+    path = tmp_path / "model.onnx"
+    onnx.save(model, str(path))
+    (tmp_path / "tokenizer.json").write_bytes(TOKENIZER_PATH.read_bytes())
+    monkeypatch.setenv("SITUATE_RERANK_ONNX", str(path))
+    from producers.retrieval import rerankers
+
+    rerankers.get.cache_clear()
+    scores = rerankers.get("onnx").scores("otter", ["no match here", "otter otter", "one otter"])
+    assert scores == [1.0, 3.0, 2.0]  # the query's own "otter" counts once in every pair
+    monkeypatch.setenv("SITUATE_RERANK_ONNX", str(tmp_path / "missing.onnx"))
+    rerankers.get.cache_clear()
+    with pytest.raises(ValueError, match="missing.onnx"):
+        rerankers.get("onnx")
+    rerankers.get.cache_clear()
+
+
+def test_a_search_never_mixes_two_versions_of_a_document():
+    from producers.retrieval.search import newest_only
+
+    def hit(doc, n, seq):
+        return {"_id": f"{doc}-{seq}-{n}", "_source": {"doc_id": doc, "chunk": n, "text": "", "seq": seq}}
+
+    sides = {"bm25": [hit("a", 0, 1), hit("a", 1, 2), hit("b", 0, 5)], "dense": [hit("a", 3, 1), hit("b", 1, 5)]}
+    kept = newest_only(sides)
+    assert [(h["_source"]["doc_id"], h["_source"]["seq"]) for h in kept["bm25"]] == [("a", 2), ("b", 5)]
+    assert [(h["_source"]["doc_id"], h["_source"]["seq"]) for h in kept["dense"]] == [("b", 5)]

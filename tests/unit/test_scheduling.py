@@ -1,0 +1,90 @@
+"""The LLM scheduler's pure parts: token calibration, the priority call pool, the long-document window."""
+
+from __future__ import annotations
+
+
+def test_token_estimate_is_calibrated_by_the_providers_counts():
+    import random
+
+    from workers.contextualizers.claude.ratelimit import TokenCalibration
+
+    calibration, rng = TokenCalibration(), random.Random(3)
+    ratios = [rng.gauss(0.78, 0.12) for _ in range(400)]  # the provider counts ~22% fewer, file by file
+    for r in ratios[:200]:
+        calibration.observe(1000, round(1000 * r))
+    assert abs(calibration.mean - 0.78) < 0.05
+    # Reservations cover most calls (so the shared bucket is rarely overdrawn) without
+    # reserving for the worst case.
+    covered = sum(calibration.reserve(1000) >= 1000 * r for r in ratios[200:]) / 200
+    assert 0.85 <= covered < 1.0
+    assert calibration.reserve(1000) < 1000 * (0.78 + 4 * 0.12)
+    before = calibration.mean, calibration.var
+    calibration.observe(10, 1)          # too small to say anything
+    assert (calibration.mean, calibration.var) == before
+    calibration.observe(1000, 100_000)  # an outlier moves it, boundedly (ratio clipped at 1.5)
+    assert calibration.mean <= before[0] + 0.1 * (1.5 - before[0]) + 1e-9
+
+
+def test_call_pool_serves_first_calls_ahead_of_fan_outs():
+    """A document's first call must not queue behind other documents' fan-out calls."""
+    import threading
+
+    from workers.contextualizers.claude.callpool import CallPool
+
+    pool, gate, order = CallPool(1), threading.Event(), []
+    blocker = pool.submit(CallPool.REST, gate.wait)  # the pool's one thread is busy
+    rest = [pool.submit(CallPool.REST, order.append, f"rest-{i}") for i in range(2)]
+    cancelled = pool.submit(CallPool.REST, order.append, "cancelled")
+    first = pool.submit(CallPool.FIRST, order.append, "first")
+    assert cancelled.cancel()
+    gate.set()
+    for future in [blocker, *rest, first]:
+        future.result(timeout=5)
+    assert order == ["first", "rest-0", "rest-1"]
+    assert isinstance(pool.submit(CallPool.REST, lambda: 1 / 0).exception(timeout=5), ZeroDivisionError)
+
+
+def test_long_document_window_repeats_no_chunk():
+    from workers.chunking import Chunk
+    from workers.contextualizers.base import SourceDocument
+    from workers.contextualizers.claude.scheduler import LLMContextualizer, window
+    from workers.storage.catalog import CollectionConfig
+
+    chunks = [Chunk(i, f"<c{i}>", None, None) for i in range(12)]
+    for i in range(12):
+        head, before = window(chunks, i, 3, 3)
+        seen = [c.n for c in head + before]
+        assert len(seen) == len(set(seen)), f"chunk repeated in the window of {i}: {seen}"
+        assert i not in [c.n for c in before]  # the chunk itself comes once, in the instruction
+        assert [c.n for c in before] == list(range(max(3, i - 3), i))
+
+    config = CollectionConfig(name="c", contextualizer="anthropic", model="claude-3-haiku-20240307")
+    ctx = LLMContextualizer(config, provider=None, scope="test")  # prompts only: no call is made
+    text = "".join(c.text for c in chunks)
+    doc = SourceDocument("c", "long", "v", text, "text", {}, chunks)
+    prompt = ctx._prompt(doc, chunks[8], long_doc=True)
+    assert "<c0><c1><c2>" in prompt.cached and "<c3>" not in prompt.cached
+    assert "<c5><c6><c7>" in prompt.preceding and "<c4>" not in prompt.preceding
+    assert "<c8>" in prompt.instruction and "<c8>" not in prompt.cached + prompt.preceding
+    # The cached block is the same for every chunk of the document (one cache entry).
+    assert ctx._prompt(doc, chunks[11], long_doc=True).cached == prompt.cached
+
+
+def test_a_llama_cpp_built_for_amx_is_refused_with_the_remedy(monkeypatch):
+    import pytest
+
+    from workers import settings
+    from workers.contextualizers.llama import LocalLLMError, check_build
+
+    baseline = "CPU : SSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | BMI2 = 1 | OPENMP = 1 |"
+    native = "CPU : SSE3 = 1 | AVX2 = 1 | AVX512 = 1 | AVX512_BF16 = 1 | AMX_INT8 = 1 | OPENMP = 1 |"
+    check_build(baseline)
+    check_build(baseline.replace("BMI2", "AVX512 = 1 | BMI2"))  # AVX-512 alone ran the same prompt
+    with pytest.raises(LocalLLMError, match="GGML_NATIVE=OFF"):
+        check_build(native)
+    monkeypatch.setenv("SITUATE_LLAMA_ALLOW_AMX", "1")
+    settings.get_settings.cache_clear()
+    try:
+        check_build(native)
+    finally:
+        settings.get_settings.cache_clear()

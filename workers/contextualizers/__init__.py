@@ -1,0 +1,6 @@
+"""Contextualizers: a context for each chunk of a document, written by reading the whole of it.
+
+``base`` (the interface), ``registry`` (by name), ``offline`` (``none``, ``structural``,
+``keywords``: no model) with ``structure`` and ``keywords``, ``prompts`` (the one prompt),
+``llama`` (a local GGUF model), and ``claude/`` (the paid APIs).
+"""

@@ -1,0 +1,184 @@
+"""Claude behind two wire protocols: the Anthropic Messages API and Bedrock Converse.
+
+One attempt per ``call``; retries, rate limits and the bill are the scheduler's. Each provider
+puts the document block first with a cache breakpoint after it (``cache_control`` /
+``cachePoint``), then the chunk-specific blocks, and maps the provider's answers onto three
+outcomes: an ``Answer`` with the four usage counters, a retryable ``Fault`` (429 with its
+``retry-after``, 529/overloaded, other 5xx and connection errors), or a permanent ``LLMError``
+(any other 4xx).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, Protocol
+
+from workers import models
+from workers.settings import get_settings
+
+
+class LLMError(RuntimeError):
+    """A chunk that cannot be situated (after retries, or a permanent refusal)."""
+
+
+class Fault(Exception):
+    """A retryable provider answer: kind is http_429, http_529 or http_5xx."""
+
+    def __init__(self, kind: str, retry_after: float | None = None, detail: str = ""):
+        super().__init__(f"{kind}: {detail}"[:300])
+        self.kind, self.retry_after = kind, retry_after
+
+
+@dataclass
+class Prompt:
+    cached: str | None     # the document block; identical for every chunk of the document
+    cache: bool            # put a breakpoint after it (False below the model's minimum)
+    preceding: str | None  # long documents: the chunks just before this one
+    instruction: str
+
+
+@dataclass
+class Answer:
+    text: str
+    stop_reason: str | None
+    input_tokens: int
+    cache_write_tokens: int
+    cache_read_tokens: int
+    output_tokens: int
+
+
+class Provider(Protocol):
+    model: str
+
+    def call(self, prompt: Prompt, max_tokens: int, on_started: Callable[[dict[str, int]], None] | None) -> Answer:
+        """One attempt. With ``on_started`` (a warm-up call), calls it with the cache counters
+        as soon as the response starts. Raises Fault for retryable answers, LLMError for
+        permanent ones."""
+        ...
+
+
+class AnthropicProvider:
+    """Messages API. A warm-up call is streamed, so the fan-out can begin at ``message_start``;
+    the others are plain requests (less work per call)."""
+
+    def __init__(self, model: str):
+        import anthropic
+
+        if not os.environ.get("ANTHROPIC_API_KEY") and not os.environ.get("ANTHROPIC_AUTH_TOKEN"):
+            raise LLMError("ANTHROPIC_API_KEY is not set on this worker")
+        self.anthropic = anthropic
+        # Retries are ours: counted, shared with the limiter, and bounded in time.
+        self.client = anthropic.Anthropic(max_retries=0, timeout=get_settings().llm_timeout_s)
+        self.model = model
+
+    @staticmethod
+    def content(prompt: Prompt, ttl: str = "5m") -> list[dict[str, Any]]:
+        """Document block first (with the breakpoint), then the chunk-specific blocks."""
+        content: list[dict[str, Any]] = []
+        if prompt.cached is not None:
+            block: dict[str, Any] = {"type": "text", "text": prompt.cached}
+            if prompt.cache:
+                block["cache_control"] = {"type": "ephemeral"} if ttl == "5m" else {"type": "ephemeral", "ttl": ttl}
+            content.append(block)
+        if prompt.preceding:
+            content.append({"type": "text", "text": prompt.preceding})
+        content.append({"type": "text", "text": prompt.instruction})
+        return content
+
+    def call(self, prompt: Prompt, max_tokens: int, on_started: Callable[[dict[str, int]], None] | None) -> Answer:
+        a = self.anthropic
+        content = self.content(prompt)
+        text, stop, u_in, u_write, u_read, u_out = [], None, 0, 0, 0, 0
+        try:
+            if on_started is None:  # only a warm-up call needs to know when its response starts
+                m = self.client.messages.create(model=self.model, max_tokens=max_tokens,
+                                                messages=[{"role": "user", "content": content}])
+                u = m.usage
+                return Answer("".join(b.text for b in m.content if b.type == "text"), m.stop_reason,
+                              u.input_tokens or 0, u.cache_creation_input_tokens or 0,
+                              u.cache_read_input_tokens or 0, u.output_tokens or 0)
+            stream = self.client.messages.create(model=self.model, max_tokens=max_tokens,
+                                                 messages=[{"role": "user", "content": content}], stream=True)
+            for event in stream:
+                if event.type == "message_start":
+                    u = event.message.usage
+                    u_in, u_out = u.input_tokens or 0, u.output_tokens or 0
+                    u_write = u.cache_creation_input_tokens or 0
+                    u_read = u.cache_read_input_tokens or 0
+                    on_started({"cache_write_tokens": u_write, "cache_read_tokens": u_read})
+                elif event.type == "content_block_delta" and getattr(event.delta, "type", "") == "text_delta":
+                    text.append(event.delta.text)
+                elif event.type == "message_delta":
+                    stop = event.delta.stop_reason
+                    u_out = event.usage.output_tokens or u_out
+        except a.RateLimitError as e:
+            raise Fault("http_429", _retry_after(e.response), str(e)) from None
+        except a.APIStatusError as e:
+            status = getattr(e, "status_code", None) or 0
+            if status == 529 or "overloaded" in str(e).lower():
+                raise Fault("http_529", _retry_after(getattr(e, "response", None)), str(e)) from None
+            if status >= 500:
+                raise Fault("http_5xx", None, str(e)) from None
+            raise LLMError(f"Anthropic refused the request ({status}): {e}") from None
+        except (a.APIConnectionError, a.APITimeoutError) as e:
+            raise Fault("http_5xx", None, f"connection: {e}") from None
+        return Answer("".join(text), stop, u_in, u_write, u_read, u_out)
+
+
+class BedrockProvider:
+    """Converse API through boto3 (standard credential chain; ``AWS_ENDPOINT_URL_BEDROCK_RUNTIME``
+    honoured by boto3 itself). Not streamed: the cache entry is visible once it answers."""
+
+    def __init__(self, model: str):
+        import boto3
+        from botocore.config import Config
+
+        spec = models.get(model)
+        self.model = model if model != spec.id else (spec.bedrock_id or model)
+        self.client = boto3.client("bedrock-runtime", config=Config(retries={"max_attempts": 1, "mode": "standard"},
+                                                                    read_timeout=get_settings().llm_timeout_s))
+
+    def call(self, prompt: Prompt, max_tokens: int, on_started: Callable[[dict[str, int]], None] | None) -> Answer:
+        from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
+
+        content: list[dict[str, Any]] = []
+        if prompt.cached is not None:
+            content.append({"text": prompt.cached})
+            if prompt.cache:
+                content.append({"cachePoint": {"type": "default"}})
+        if prompt.preceding:
+            content.append({"text": prompt.preceding})
+        content.append({"text": prompt.instruction})
+        try:
+            r = self.client.converse(modelId=self.model, messages=[{"role": "user", "content": content}],
+                                     inferenceConfig={"maxTokens": max_tokens, "temperature": 0.0})
+        except ClientError as e:
+            code = e.response.get("Error", {}).get("Code", "")
+            status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+            headers = e.response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
+            if code == "ThrottlingException" or status == 429:
+                ra = headers.get("retry-after")
+                raise Fault("http_429", float(ra) if ra else None, code) from None
+            if code in ("ServiceUnavailableException", "ModelNotReadyException") or status in (503, 529):
+                raise Fault("http_529", None, code) from None
+            if status >= 500:
+                raise Fault("http_5xx", None, code) from None
+            raise LLMError(f"Bedrock refused the request ({code}): {e}") from None
+        except (EndpointConnectionError, ReadTimeoutError) as e:
+            raise Fault("http_5xx", None, f"connection: {e}") from None
+        u = r.get("usage", {})
+        if on_started:
+            on_started({"cache_write_tokens": u.get("cacheWriteInputTokens", 0),
+                        "cache_read_tokens": u.get("cacheReadInputTokens", 0)})
+        text = "".join(block.get("text", "") for block in r["output"]["message"]["content"])
+        return Answer(text, r.get("stopReason"), u.get("inputTokens", 0), u.get("cacheWriteInputTokens", 0),
+                      u.get("cacheReadInputTokens", 0), u.get("outputTokens", 0))
+
+
+def _retry_after(response) -> float | None:
+    try:
+        value = response.headers.get("retry-after") if response is not None else None
+        return float(value) if value else None
+    except (TypeError, ValueError):
+        return None

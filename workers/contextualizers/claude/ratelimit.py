@@ -1,0 +1,173 @@
+"""One rate limiter for every worker, in Redis: requests, input tokens and output tokens per
+minute, per model — the way the provider counts them, for the whole account.
+
+Token buckets, refilled continuously at limit/60 per second up to a capacity (the limit
+itself, as Anthropic does, or ``burst_s`` seconds' worth). A call reserves its estimate
+before it is sent — input tokens it expects to pay (uncached + cache writes; cache reads do
+not count) and its ``max_tokens`` — and the difference with the real usage is settled when the
+response arrives. Reserving first is what keeps 429s rare: ten workers cannot all spend the
+same remaining budget. One Lua script makes the check-and-take atomic.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from dataclasses import dataclass
+
+from redis.exceptions import ConnectionError as RedisConnectionError, TimeoutError as RedisTimeoutError
+
+from workers.connections import redis_client
+from workers.models import Limits
+
+# Every script reads the time from Redis itself: one clock for all workers. A time passed in
+# by each worker goes backwards whenever a worker is descheduled between reading its clock and
+# its script running (2 cores, dozens of threads), and every step back refills the bucket a
+# second time: the limiter then hands out tokens the provider does not have.
+_NOW = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
+"""
+
+# KEYS: 3 buckets. ARGV: per bucket (capacity, refill per second, need).
+# Returns 0 when taken, else the seconds to wait before the scarcest bucket has enough.
+_ACQUIRE = _NOW + """
+local levels, wait = {}, 0
+for i = 1, 3 do
+  local cap, rate, need = tonumber(ARGV[3*i-2]), tonumber(ARGV[3*i-1]), tonumber(ARGV[3*i])
+  local state = redis.call('HMGET', KEYS[i], 'level', 'ts')
+  local level, ts = tonumber(state[1]) or cap, tonumber(state[2]) or now
+  level = math.min(cap, level + math.max(0, now - ts) * rate)
+  levels[i] = level
+  need = math.min(need, cap)
+  if level < need then wait = math.max(wait, (need - level) / rate) end
+end
+for i = 1, 3 do
+  local need = math.min(tonumber(ARGV[3*i]), tonumber(ARGV[3*i-2]))
+  local level = levels[i]
+  if wait == 0 then level = level - need end
+  redis.call('HSET', KEYS[i], 'level', level, 'ts', now)
+  redis.call('EXPIRE', KEYS[i], 3600)
+end
+return tostring(wait)
+"""
+
+_SETTLE = _NOW + """
+for i = 1, #KEYS do
+  local cap, rate, delta = tonumber(ARGV[3*i-2]), tonumber(ARGV[3*i-1]), tonumber(ARGV[3*i])
+  local state = redis.call('HMGET', KEYS[i], 'level', 'ts')
+  local level, ts = tonumber(state[1]) or cap, tonumber(state[2]) or now
+  level = math.min(cap, level + math.max(0, now - ts) * rate) - delta
+  redis.call('HSET', KEYS[i], 'level', level, 'ts', now)
+  redis.call('EXPIRE', KEYS[i], 3600)
+end
+return 1
+"""
+
+
+# KEYS: the request bucket. ARGV: capacity, refill per second, seconds. Sets the level so
+# that the next request fits only after ``seconds`` — and never lower: 429s answered to many
+# workers at once must not add up into a long stall.
+_PENALIZE = _NOW + """
+local cap, rate, seconds = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local state = redis.call('HMGET', KEYS[1], 'level', 'ts')
+local level, ts = tonumber(state[1]) or cap, tonumber(state[2]) or now
+level = math.min(cap, level + math.max(0, now - ts) * rate)
+level = math.min(level, 1 - rate * seconds)
+redis.call('HSET', KEYS[1], 'level', level, 'ts', now)
+redis.call('EXPIRE', KEYS[1], 3600)
+return 1
+"""
+
+
+class TokenCalibration:
+    """Provider-counted tokens per estimated token for one kind of text, learned from usage.
+
+    Our estimate is tokenizer-free, so its error is large (the cookbook's code: the provider
+    counts 0.55-1.1 of it, depending on the file). Reserving the mean would under-reserve half
+    the calls, and while those are in flight this limiter believes the shared bucket fuller
+    than the provider's: the next calls meet 429s. So a reservation is the mean plus
+    ``spread`` standard deviations of the observed ratio. The cost is small: an
+    over-reservation is only held while its call is in flight, and refunded at settle.
+    """
+
+    def __init__(self, prior: float = 1.0, prior_sd: float = 0.15, weight: float = 0.1, spread: float = 1.5):
+        self.mean, self.var = prior, prior_sd ** 2
+        self.weight, self.spread = weight, spread
+
+    def observe(self, estimated: int, counted: int) -> None:
+        if estimated < 50 or counted <= 0:  # too small to say anything
+            return
+        ratio = min(1.5, max(0.3, counted / estimated))  # an outlier moves it, boundedly
+        deviation = ratio - self.mean
+        self.mean += self.weight * deviation
+        self.var = (1 - self.weight) * (self.var + self.weight * deviation ** 2)
+
+    def reserve(self, estimated: int) -> int:
+        return math.ceil(estimated * (self.mean + self.spread * max(0.03, math.sqrt(self.var))))
+
+
+@dataclass
+class Reservation:
+    input_tokens: int
+    output_tokens: int
+
+
+class RateLimiter:
+    """Shared by all processes that use the same Redis and ``scope`` (provider + model)."""
+
+    def __init__(self, scope: str, limits: Limits, burst_s: float = 60.0):
+        self.limits = limits
+        self.keys = [f"situate:rl:{scope}:{dim}" for dim in ("requests", "input", "output")]
+        frac = burst_s / 60.0
+        self.buckets = [(max(1.0, l * frac), l / 60.0) for l in (limits.rpm, limits.itpm, limits.otpm)]
+        self._acquire = redis_client().register_script(_ACQUIRE)
+        self._settle = redis_client().register_script(_SETTLE)
+        self._penalize = redis_client().register_script(_PENALIZE)
+
+    def acquire(self, input_tokens: int, output_tokens: int, deadline_s: float = 600) -> Reservation:
+        """Block until the call fits; returns what was reserved (to settle later)."""
+        needs = (1, input_tokens, output_tokens)
+        give_up = time.monotonic() + deadline_s
+        while True:
+            args: list[float] = []
+            for (cap, rate), need in zip(self.buckets, needs):
+                args += [cap, rate, need]
+            wait = float(self._acquire(keys=self.keys, args=args))
+            if wait <= 0:
+                # What the bucket really gave: a request larger than the bucket takes it all
+                # (the script clips), as the provider's bucket does.
+                return Reservation(self._clip(1, input_tokens), self._clip(2, output_tokens))
+            if time.monotonic() + wait > give_up:
+                raise TimeoutError(f"rate limiter: no capacity within {deadline_s:.0f}s")
+            # A little jitter so waiting workers do not all retry at the same instant.
+            time.sleep(min(wait, 5.0) * (1 + random.random() * 0.1))
+
+    def _clip(self, bucket: int, amount: int) -> int:
+        return int(min(amount, self.buckets[bucket][0]))
+
+    def settle(self, reserved: Reservation, input_tokens: int, output_tokens: int) -> None:
+        """Charge the difference between real usage and the reservation (may be a refund),
+        both clipped at the bucket's capacity the way the provider charges them: settling an
+        unclipped amount against a clipped reservation would leave this bucket fuller than
+        the provider's, and the next requests would meet 429s."""
+        deltas = (0, self._clip(1, input_tokens) - reserved.input_tokens,
+                  self._clip(2, output_tokens) - reserved.output_tokens)
+        args: list[float] = []
+        keys = []
+        for key, (cap, rate), delta in zip(self.keys, self.buckets, deltas):
+            if delta:
+                keys.append(key)
+                args += [cap, rate, delta]
+        if keys:
+            try:
+                self._settle(keys=keys, args=args)
+            except (RedisConnectionError, RedisTimeoutError):  # the bucket lapses back on its own
+                pass
+
+    def penalize(self, seconds: float) -> None:
+        """After a 429: empty the request bucket for ``seconds`` so every worker backs off,
+        not only the one that was told."""
+        cap, rate = self.buckets[0]
+        self._penalize(keys=[self.keys[0]], args=[cap, rate, seconds])

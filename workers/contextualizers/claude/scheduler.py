@@ -1,0 +1,217 @@
+"""The scheduling that makes prompt caching pay, for Claude behind either provider.
+
+Per document, the first call alone; once its response has *started* (the moment its cache
+entry becomes visible) the rest of the document's chunks in parallel, up to a per-document
+and a per-worker bound (``callpool``). All of a document's calls are issued together, so they
+sit well inside the cache TTL; documents too short for the model's cache minimum get no
+breakpoint (a write would cost 1.25x for nothing) and fan out at once.
+
+Long documents (over ``llm_max_document_tokens``): the first k chunks stand for the document
+as the cached block, then the m chunks just before the current one, never a chunk twice.
+
+Faults: 429 waits ``retry-after`` (and empties the shared request bucket so every worker
+backs off); 529 backs off exponentially with jitter; other 5xx and connection errors retry;
+any other 4xx, an empty or refused answer fail the chunk — and so the document, visibly.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from typing import Any, Callable, Iterator
+
+from workers import models
+from workers.chunking import Chunk
+from workers.contextualizers import prompts
+from workers.contextualizers.base import Context, SourceDocument
+from workers.contextualizers.claude import usage
+from workers.contextualizers.claude.callpool import CallPool, worker_pool
+from workers.contextualizers.claude.providers import (AnthropicProvider, Answer, BedrockProvider, Fault, LLMError,
+                                                       Prompt, Provider)
+from workers.contextualizers.claude.ratelimit import RateLimiter, TokenCalibration
+from workers.settings import get_settings
+from workers.storage.catalog import CollectionConfig
+
+
+def window(chunks: list[Chunk], i: int, first: int, previous: int) -> tuple[list[Chunk], list[Chunk]]:
+    """The long-document window for chunk ``i``: the first ``first`` chunks, then the
+    ``previous`` chunks before ``i`` that are not already among them."""
+    start = max(first, i - previous)
+    return chunks[:first], chunks[start:i]
+
+
+class LLMContextualizer:
+    def __init__(self, config: CollectionConfig, provider: Provider, scope: str):
+        s = get_settings()
+        self.config = config
+        self.provider = provider
+        self.spec = models.get(config.model)
+        limits = s.rate_limits.get(config.model)
+        self.limiter = RateLimiter(f"{scope}:{config.model}",
+                                   models.Limits(**limits) if limits else self.spec.limits, s.rate_limit_burst_s)
+        self.name = config.contextualizer
+        # What the provider counts per estimated token, for the document block (its share of a
+        # warm-up call, learned from cache writes) and for the rest of a prompt (instruction +
+        # chunk, learned from uncached input beside a cache hit or write): two kinds of text
+        # with different ratios, and the document block is the big, costly one to get wrong.
+        self.document_tokens = TokenCalibration()
+        self.prompt_tokens = TokenCalibration()
+
+    def _calibrate(self, cached_est: int, rest_est: int, answer: "Answer") -> None:
+        if answer.cache_write_tokens:
+            self.document_tokens.observe(cached_est, answer.cache_write_tokens)
+        if answer.cache_write_tokens or answer.cache_read_tokens:
+            self.prompt_tokens.observe(rest_est, answer.input_tokens)
+        elif cached_est:  # no cache: the document is inside input_tokens with the rest
+            self.document_tokens.observe(cached_est, answer.input_tokens - round(self.prompt_tokens.mean * rest_est))
+
+    # -- one chunk ---------------------------------------------------------------------------
+    def _prompt(self, doc: SourceDocument, chunk: Chunk, long_doc: bool) -> Prompt:
+        s = get_settings()
+        instruction = prompts.chunk_instruction(chunk.text, self.config.prompt)
+        if not long_doc:
+            cached = prompts.document_block(doc.text)
+            preceding = None
+        else:
+            position = next(i for i, c in enumerate(doc.chunks) if c.n == chunk.n)
+            head, before = window(doc.chunks, position, s.long_doc_first_chunks, s.long_doc_previous_chunks)
+            cached = prompts.document_block("".join(c.text for c in head), partial=True)
+            preceding = prompts.PRECEDING_BLOCK.format(preceding="".join(c.text for c in before)) if before else None
+        # A breakpoint costs nothing below the model's minimum (the API then caches nothing and
+        # charges plain input), so near the threshold we set it rather than trust an estimate;
+        # a single-chunk document never reads its write back, so it gets none.
+        cache = len(doc.chunks) > 1 and models.estimate_tokens(cached) >= 0.8 * self.spec.min_cacheable_tokens
+        return Prompt(cached, cache, preceding, instruction)
+
+    def _call(self, doc: SourceDocument, run: str | None, chunk: Chunk, prompt: Prompt, expect_read: bool,
+                 on_started: Callable[[dict[str, int]], None] | None) -> Context:
+        s = get_settings()
+        cached_tokens = models.estimate_tokens(prompt.cached or "")
+        rest_tokens = models.estimate_tokens(prompt.instruction + (prompt.preceding or ""))
+        # Reserve what the provider will count: cache reads don't count toward input limits.
+        reading = prompt.cache and expect_read
+        reserve_in = self.prompt_tokens.reserve(rest_tokens) + (0 if reading else self.document_tokens.reserve(cached_tokens))
+        overloaded = 0  # 529/5xx answers so far: the exponent of the backoff
+        attempt = 0
+        # A 429 is "not now", not a failure: it spends patience, not attempts; only 529/5xx
+        # (and connection errors) count toward llm_max_attempts.
+        patience_until = time.monotonic() + s.llm_rate_limit_patience_s
+        while True:
+            attempt += 1
+            reservation = self.limiter.acquire(reserve_in, s.llm_max_output_tokens)
+            t0 = time.monotonic()
+            try:
+                answer = self.provider.call(prompt, s.llm_max_output_tokens, on_started)
+            except Fault as fault:
+                self.limiter.settle(reservation, 0, 0)
+                usage.record_fault(doc.collection, run, fault.kind)
+                if fault.kind != "http_429" and overloaded + 1 >= s.llm_max_attempts:
+                    raise LLMError(f"chunk {chunk.n}: gave up after {attempt} attempts ({fault})") from None
+                if fault.kind == "http_429" and time.monotonic() > patience_until:
+                    raise LLMError(f"chunk {chunk.n}: still rate limited after "
+                                   f"{s.llm_rate_limit_patience_s:.0f}s ({fault})") from None
+                if fault.kind == "http_429":
+                    delay = fault.retry_after if fault.retry_after is not None else 2.0
+                    self.limiter.penalize(delay)
+                    time.sleep(delay * (1 + random.random() * 0.1))
+                else:
+                    overloaded += 1
+                    time.sleep(min(30.0, 0.5 * 2 ** (overloaded - 1)) * (0.5 + random.random()))
+                continue
+            latency = time.monotonic() - t0
+            charged = answer.input_tokens + answer.cache_write_tokens
+            self.limiter.settle(reservation, charged, answer.output_tokens)
+            self._calibrate(cached_tokens, rest_tokens, answer)
+            cost = models.cost_usd(self.spec, answer.input_tokens, answer.cache_write_tokens,
+                                   answer.cache_read_tokens, answer.output_tokens)
+            u = {"model": self.config.model, "input_tokens": answer.input_tokens,
+                 "cache_write_tokens": answer.cache_write_tokens, "cache_read_tokens": answer.cache_read_tokens,
+                 "output_tokens": answer.output_tokens, "cost_usd": cost, "attempt": attempt,
+                 "latency_ms": round(latency * 1000)}
+            usage.record_call(doc.collection, run, doc.doc_id, chunk.n, self.config.model, u, latency, cost, attempt)
+            text = " ".join(answer.text.split())
+            if answer.stop_reason == "refusal":
+                raise LLMError(f"chunk {chunk.n}: the model refused to answer")
+            if not text:
+                raise LLMError(f"chunk {chunk.n}: the model returned an empty context")
+            return Context(text[: s.llm_max_context_chars], u)
+
+    # -- one document ------------------------------------------------------------------------
+    def contextualize(self, doc: SourceDocument, chunks: list[Chunk]) -> Iterator[tuple[Chunk, Context]]:
+        s = get_settings()
+        run = doc.run
+        long_doc = models.estimate_tokens(doc.text) > s.llm_max_document_tokens
+        plans = [(c, self._prompt(doc, c, long_doc)) for c in chunks]
+        if not plans:
+            return
+        cacheable = plans[0][1].cache
+        pool = worker_pool()
+        started = threading.Event()
+        warm: dict[str, int] = {}  # the warm-up call's cache counters, known when it starts
+
+        def on_started(counters: dict[str, int]) -> None:
+            warm.update(counters)
+            started.set()
+
+        calls: list[dict[str, Any]] = []
+        pending: dict[Future, Chunk] = {}
+        waiting = list(plans)
+
+        def submit(chunk: Chunk, prompt: Prompt, expect_read: bool, warm_up: bool = False) -> None:
+            first = not pending and not calls and not doc.warm  # this document's first call
+            pending[pool.submit(CallPool.FIRST if first else CallPool.REST, self._call, doc, run, chunk,
+                                prompt, expect_read, on_started if warm_up else None)] = chunk
+
+        try:
+            if cacheable and len(waiting) > 1 and not doc.warm:
+                # Warm first: one call, and wait until its response starts (or it ends).
+                chunk, prompt = waiting.pop(0)
+                submit(chunk, prompt, expect_read=False, warm_up=True)
+                warm_up = next(iter(pending))
+                while not started.wait(0.05) and not warm_up.done():
+                    pass
+                if warm_up.done() and warm_up.exception():
+                    raise warm_up.exception()
+            else:
+                started.set()
+            # Reserve rate-limit budget for reads only where a read is due: the document is
+            # known warm, or our warm-up really cached the prefix (near the model's minimum our
+            # token estimate can be on either side of it). A lone call on a cold document (a
+            # big document's first call, before its slices fan out) writes: reserving it as a
+            # read overdrew the shared bucket by the whole document, and 429s followed.
+            reads = cacheable and (doc.warm or warm.get("cache_write_tokens", 0) + warm.get("cache_read_tokens", 0) > 0)
+            bound = s.llm_document_concurrency
+            error: BaseException | None = None
+            while pending or (waiting and error is None):
+                while waiting and error is None and len(pending) < bound:
+                    chunk, prompt = waiting.pop(0)
+                    submit(chunk, prompt, expect_read=reads)
+                done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
+                for future in done:
+                    chunk = pending.pop(future)
+                    if future.exception() is not None:
+                        # Stop sending, but let the calls in flight finish and hand them over
+                        # for checkpointing: they are paid for.
+                        error = error or future.exception()
+                        continue
+                    calls.append(future.result().usage)
+                    yield chunk, future.result()
+            if error is not None:
+                raise error  # the document fails; a retry pays only for what is missing
+        finally:
+            for future in pending:
+                future.cancel()
+        # The cacheable prefix as the provider counted it: 0 when it cached nothing (too short).
+        prefix = max((max(c["cache_write_tokens"], c["cache_read_tokens"]) for c in calls), default=0)
+        usage.record_document(doc.collection, run, doc.doc_id, self.config.model, calls,
+                              models.estimate_tokens(doc.text), prefix, already_cached=doc.warm)
+
+
+def anthropic_contextualizer(config: CollectionConfig) -> LLMContextualizer:
+    return LLMContextualizer(config, AnthropicProvider(config.model), "anthropic")
+
+
+def bedrock_contextualizer(config: CollectionConfig) -> LLMContextualizer:
+    return LLMContextualizer(config, BedrockProvider(config.model), "bedrock")

@@ -1,0 +1,130 @@
+"""The bill: one JSON line per LLM call, one per document, and running totals in Redis.
+
+Every call is logged on the ``situate.usage`` logger (document, chunk, model, input, cache
+write, cache read and output tokens, latency, cost, attempt) — grep-able, and never carrying a
+prompt or a key. Totals per collection and per run are kept in Redis hashes so ``situate
+stats`` can print the cache-read ratio next to the best ratio the same calls could have had,
+the cost per run and per million document tokens, and the 429/529 counts.
+
+"Best possible" cache reads for a document of n calls whose cacheable prefix is P tokens is
+(n - 1) x P: the first call must write the prefix, every other call could read it. Documents
+below the model's cache minimum can read nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from typing import Any
+
+from redis.exceptions import ConnectionError as RedisConnectionError, TimeoutError as RedisTimeoutError
+
+from workers.connections import redis_client
+
+log = logging.getLogger("situate.usage")
+
+COUNTERS = ("calls", "input_tokens", "cache_write_tokens", "cache_read_tokens", "output_tokens",
+            "best_read_tokens", "documents", "document_tokens", "http_429", "http_529", "http_5xx",
+            "errors", "batch_calls")
+
+
+def _keys(collection: str, run: str | None) -> list[str]:
+    keys = [f"situate:usage:{collection}", "situate:usage:_all"]
+    if run:
+        keys.append(f"situate:usage:{collection}:run:{run}")
+    return keys
+
+
+# Totals that could not be written (Redis unreachable), added with the next write that can:
+# an answer already paid for is never dropped because its bill could not be recorded.
+_pending: list[tuple[str, str | None, dict[str, float]]] = []
+_pending_lock = threading.Lock()
+
+
+def _add(collection: str, run: str | None, fields: dict[str, float]) -> None:
+    with _pending_lock:
+        batch = _pending[:] + [(collection, run, fields)]
+        _pending.clear()
+    pipe = redis_client().pipeline(transaction=False)
+    for c, r, f in batch:
+        for key in _keys(c, r):
+            for name, value in f.items():
+                if isinstance(value, float) and not value.is_integer():
+                    pipe.hincrbyfloat(key, name, value)
+                elif value:
+                    pipe.hincrby(key, name, int(value))
+        if r:
+            pipe.zadd(f"situate:runs:{c}", {r: time.time()}, nx=True)
+    try:
+        pipe.execute()
+    except (RedisConnectionError, RedisTimeoutError):
+        with _pending_lock:
+            _pending[:0] = batch
+        log.warning("usage totals kept in memory until Redis answers (%d pending)", len(batch))
+
+
+def record_call(collection: str, run: str | None, doc_id: str, chunk: int, model: str, usage: dict[str, Any],
+                latency_s: float, cost: float, attempt: int, batch: bool = False) -> None:
+    line = {"event": "llm_call", "collection": collection, "doc_id": doc_id, "chunk": chunk, "model": model,
+            "input_tokens": usage.get("input_tokens", 0), "cache_write_tokens": usage.get("cache_write_tokens", 0),
+            "cache_read_tokens": usage.get("cache_read_tokens", 0), "output_tokens": usage.get("output_tokens", 0),
+            "latency_ms": round(latency_s * 1000), "cost_usd": round(cost, 8), "attempt": attempt, "batch": batch}
+    log.info(json.dumps(line))
+    _add(collection, run, {"calls": 1, "input_tokens": line["input_tokens"],
+                           "cache_write_tokens": line["cache_write_tokens"],
+                           "cache_read_tokens": line["cache_read_tokens"], "output_tokens": line["output_tokens"],
+                           "cost_usd": float(cost), "batch_calls": int(batch)})
+
+
+def record_fault(collection: str, run: str | None, kind: str) -> None:
+    """kind: http_429, http_529, http_5xx or errors."""
+    _add(collection, run, {kind: 1})
+
+
+def record_document(collection: str, run: str | None, doc_id: str, model: str, calls: list[dict[str, Any]],
+                    document_tokens: int, cacheable_prefix: int, already_cached: bool = False) -> dict[str, Any]:
+    """Summarise one document's calls (or, with ``already_cached``, one slice of a big
+    document after its warm-up call: every call could read); returns the summary."""
+    total_in = sum(c["input_tokens"] + c["cache_write_tokens"] + c["cache_read_tokens"] for c in calls)
+    read = sum(c["cache_read_tokens"] for c in calls)
+    best = (len(calls) if already_cached else max(0, len(calls) - 1)) * cacheable_prefix
+    summary = {"event": "document", "collection": collection, "doc_id": doc_id, "model": model,
+               "calls": len(calls), "document_tokens": document_tokens,
+               "cache_read_ratio": round(read / total_in, 4) if total_in else 0.0,
+               "best_read_ratio": round(best / total_in, 4) if total_in else 0.0,
+               "cost_usd": round(sum(c.get("cost_usd", 0.0) for c in calls), 8)}
+    log.info(json.dumps(summary))
+    if already_cached:
+        _add(collection, run, {"best_read_tokens": best})
+    else:
+        _add(collection, run, {"documents": 1, "document_tokens": document_tokens, "best_read_tokens": best})
+    return summary
+
+
+def totals(collection: str | None = None, run: str | None = None) -> dict[str, Any]:
+    key = "situate:usage:_all" if collection is None else (
+        f"situate:usage:{collection}:run:{run}" if run else f"situate:usage:{collection}")
+    raw = redis_client().hgetall(key)
+    out: dict[str, Any] = {name: int(float(raw.get(name, 0))) for name in COUNTERS}
+    out["cost_usd"] = float(raw.get("cost_usd", 0.0))
+    total_in = out["input_tokens"] + out["cache_write_tokens"] + out["cache_read_tokens"]
+    out["cache_read_ratio"] = out["cache_read_tokens"] / total_in if total_in else 0.0
+    out["best_read_ratio"] = min(1.0, out["best_read_tokens"] / total_in) if total_in else 0.0
+    out["of_best"] = out["cache_read_ratio"] / out["best_read_ratio"] if out["best_read_ratio"] else None
+    out["cost_per_million_document_tokens"] = (out["cost_usd"] / out["document_tokens"] * 1e6
+                                               if out["document_tokens"] else None)
+    return out
+
+
+def runs(collection: str, last: int = 10) -> list[str]:
+    return list(reversed(redis_client().zrange(f"situate:runs:{collection}", -last, -1)))
+
+
+def forget_collection(collection: str) -> None:
+    """The collection's own totals and runs; the account-wide totals keep what it cost."""
+    r = redis_client()
+    for key in r.scan_iter(f"situate:usage:{collection}:run:*", count=1000):
+        r.delete(key)
+    r.delete(f"situate:usage:{collection}", f"situate:runs:{collection}")

@@ -1,0 +1,76 @@
+"""What a whole document is about, in a few words, without a model: its key terms and outline.
+
+A chunk cut from a file loses the words that name the file's subject: the class it belongs
+to, the protocol it implements. The ``keywords`` contextualizer gives each chunk those words
+back: the chunk's own place (title > enclosing definitions, from ``structure``), then the
+document's key terms, then its outline (the names it defines, or its headings).
+
+Key terms are scored inside the document alone, so a chunk's context never depends on what
+else is in the collection or on ingest order: a term counts for how many of the document's
+chunks it appears in (spread) times 1 + ln(occurrences). Identifiers are split at case and
+underscore changes, so ``HttpHeaderParser`` contributes ``http``, ``header``, ``parser``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+
+from workers.contextualizers import structure
+from workers.chunking import Chunk
+
+KEY_TERMS = 15
+OUTLINE_NAMES = 40
+
+_WORD = re.compile(r"[^\W\d_][\w]+")
+_PARTS = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[^\W\d_A-Za-z]+")
+
+# Function words of the three analyzer languages and the keywords of common programming
+# languages: frequent everywhere, they name no subject.
+_STOP = set("""
+the and for are was were not but this that these those with from into have has had its
+their there then than when where which while what who will would can could should may
+also any all each other some such only over more most very been being does did you your
+our they them his her she him one two use used using get set new via per about out
+de la le les des du un une et en est pour que qui dans par sur au aux ce ces pas plus
+ou son sa ses avec sont ont être été cette comme mais leur leurs nous vous ils elle
+der die das den dem des ein eine einer eines und ist nicht mit von zu im auf für
+sich auch als wie bei aus nach oder wird werden sind hat haben dass zum zur kann
+self this def class return import from const let var function fn pub mut impl struct
+enum trait mod use crate super static void int long short char bool boolean float double
+string str true false null none nil public private protected final abstract override
+virtual inline extern unsigned signed typedef typename template namespace include define
+ifdef ifndef endif else elif case break continue switch default throw throws try catch
+except finally raise yield async await lambda package interface extends implements
+instanceof sizeof auto begin end then done local export require module exports undefined
+""".split())
+
+
+def terms(text: str) -> list[str]:
+    out = []
+    for word in _WORD.findall(text):
+        for part in _PARTS.findall(word):
+            part = part.lower()
+            if len(part) > 2 and part not in _STOP:
+                out.append(part)
+    return out
+
+
+def key_terms(text: str, chunks: list[Chunk], n: int = KEY_TERMS) -> list[str]:
+    """The document's ``n`` key terms, best first (ties: first seen first)."""
+    occurrences = Counter(terms(text))
+    spread: Counter[str] = Counter()
+    for chunk in chunks:
+        spread.update(set(terms(chunk.text)))
+    score = {t: max(spread[t], 1) * (1 + math.log(c)) for t, c in occurrences.items()}
+    return sorted(score, key=lambda t: -score[t])[:n]
+
+
+def outline(text: str, language: str, n: int = OUTLINE_NAMES) -> list[str]:
+    """The names a document defines (code) or its headings (Markdown), in order, each once."""
+    names = structure.definitions(text, language)
+    seen: dict[str, None] = {}
+    for name in names:
+        seen.setdefault(name, None)
+    return list(seen)[:n]

@@ -1,0 +1,53 @@
+"""Embedders by name, one instance per process: texts to unit vectors, chosen per collection
+(``SITUATE_EMBEDDER``, ``SITUATE_EMBED_MODEL``). Documents and queries are embedded
+differently where the model wants it (``input_type``, a ``query:`` prefix), hence two methods.
+
+``embed_documents`` always receives the chunks of *one* document, in order: that is what lets
+``voyage-context`` embed each chunk in the light of its whole document, without an LLM.
+
+- ``local`` (default), ``local-multilingual``: ``local``.
+- ``voyage``, ``voyage-context``, ``bedrock``: ``remote``.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from workers import models
+from workers.embedding.base import Embedder
+from workers.settings import get_settings
+
+LOCAL = ("local", "local-multilingual")
+NAMES = LOCAL + ("voyage", "voyage-context", "bedrock")
+LOCAL_DIMENSION = 384  # both local models
+
+
+def check(name: str, model: str = "") -> None:
+    if name not in NAMES:
+        raise ValueError(f"unknown embedder {name!r}; choose one of {list(NAMES)}")
+    if name in LOCAL:
+        if model:
+            raise ValueError(f"the {name} embedder has one model; leave embed_model empty")
+    else:
+        models.embedding_model(name, model)
+
+
+def dimension(name: str, model: str = "") -> int:
+    check(name, model)
+    if name in LOCAL:
+        return LOCAL_DIMENSION
+    return models.embedding_model(name, model).dimension
+
+
+@lru_cache(maxsize=8)
+def get(name: str, model: str = "") -> Embedder:
+    """One instance per process and (embedder, model): models load once."""
+    check(name, model)
+    batch = get_settings().embed_batch_size
+    if name in LOCAL:
+        from workers.embedding import local
+
+        return (local.LocalMiniLM if name == "local" else local.LocalMultilingual)(batch_size=batch)
+    from workers.embedding import remote
+
+    return {"voyage": remote.Voyage, "voyage-context": remote.VoyageContext, "bedrock": remote.Bedrock}[name](model)

@@ -1,0 +1,124 @@
+"""Creating and dropping collections, and deleting documents.
+
+Creating a collection is the one place that checks its settings against every provider (is
+the contextualizer known, the model in the table, the GGUF file there, the embedder and its
+model real), stores them in the catalog and creates the index. Dropping a collection or
+deleting a document removes it from the index and from Redis.
+
+It sits above everything it checks, which is why it is not in ``storage.catalog``: the
+catalog is read by contextualizers, embedders and the index mapping, and must not import
+them back.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from workers import models
+from workers.contextualizers import prompts, registry
+from workers.contextualizers.claude import usage
+from workers.embedding import registry as embedders
+from workers.settings import get_settings
+from workers.storage import bodies, catalog, checkpoints, chunk_index, states
+from workers.storage.catalog import FUSIONS, LANGUAGES, SEARCH_FIELDS, SHAPING_FIELDS, CollectionConfig, CollectionError
+
+
+def ensure(name: str, **requested: Any) -> CollectionConfig:
+    """Return the collection, creating it with ``requested`` values over the environment's.
+
+    ``requested`` holds only what the caller asked for explicitly (None = not asked). For an
+    existing collection, an explicit value that differs from the stored one is an error that
+    names the remedy, never a silent mix.
+    """
+    catalog.validate_name(name)
+    requested = {k: v for k, v in requested.items() if v is not None}
+    unknown = set(requested) - set(SHAPING_FIELDS) - set(SEARCH_FIELDS)
+    if unknown:
+        raise CollectionError(f"unknown collection settings: {sorted(unknown)}")
+    existing = catalog.find(name)
+    if existing is not None:
+        _check_same(existing, requested)
+        chunk_index.ensure_index(existing)
+        return existing
+    config = _new_config(name, requested)
+    if not catalog.store_new(config):  # created meanwhile by another producer: check against it
+        return ensure(name, **requested)
+    chunk_index.ensure_index(config)
+    return config
+
+
+def _check_same(config: CollectionConfig, requested: dict[str, Any]) -> None:
+    conflicts = {k: (getattr(config, k), v) for k, v in requested.items() if getattr(config, k) != v}
+    if not conflicts:
+        return
+    detail = ", ".join(f"{k}: stored {old!r}, asked {new!r}" for k, (old, new) in conflicts.items())
+    if set(conflicts) <= set(SEARCH_FIELDS):
+        raise CollectionError(
+            f"collection {config.name!r} has other search defaults ({detail}); they are fixed at creation: "
+            "pass them per query instead (situate search --fusion/--dense-weight/--context-weight, "
+            "or the same fields in the API's search body)"
+        )
+    raise CollectionError(
+        f"collection {config.name!r} was created with other settings ({detail}); "
+        "these shape its index and cannot change: ingest into a new collection instead"
+    )
+
+
+def _new_config(name: str, requested: dict[str, Any]) -> CollectionConfig:
+    s = get_settings()
+    values = {f: getattr(s, f) for f in SHAPING_FIELDS + SEARCH_FIELDS if hasattr(s, f)}
+    values.update(requested)
+    config = CollectionConfig(name=name, **values)
+    if config.fusion not in FUSIONS:
+        raise CollectionError(f"fusion must be one of {FUSIONS}, not {config.fusion!r}")
+    if config.language not in LANGUAGES:
+        raise CollectionError(f"language must be one of {LANGUAGES}, not {config.language!r}")
+    if config.chunk_overlap >= config.chunk_tokens:
+        raise CollectionError("chunk_overlap must be smaller than chunk_tokens")
+    embedders.check(config.embedder, config.embed_model)
+    registry.check_name(config.contextualizer)
+    if config.embed_context is None:
+        config.embed_context = registry.is_model_written(config.contextualizer)
+    if config.dense_weight is None:
+        unseen_context = config.contextualizer != "none" and not config.embed_context
+        config.dense_weight = 0.5 if unseen_context else 1.0
+    if config.contextualizer in registry.LLM_PROVIDERS:
+        if not config.model:
+            config.model = models.DEFAULT_MODEL
+        models.get(config.model)  # unknown model: an error now, not at the first call
+    if config.contextualizer == "llama":
+        from workers.contextualizers import llama
+
+        try:
+            llama.model_path(config)  # a missing file: an error now, not on every worker
+        except llama.LocalLLMError as e:
+            raise CollectionError(str(e)) from None
+    if config.prompt and registry.is_model_written(config.contextualizer):
+        prompts.check_template(config.prompt)
+    return config
+
+
+def delete(name: str) -> None:
+    """Drop a collection: its index, settings, per-document state, bodies, checkpoints and bill."""
+    config = catalog.load(name)
+    catalog.forget(name)  # first: producers can no longer submit to it, workers find it gone
+    chunk_index.delete_index(config)
+    states.forget_collection(name)
+    checkpoints.forget_collection(name)
+    bodies.body_store().forget_collection(name)
+    usage.forget_collection(name)
+
+
+def delete_document(name: str, doc_id: str) -> bool:
+    """Remove a document from the index and from Redis; False if the collection never had it.
+
+    Its state goes first: stages still in flight for it then find nothing to do, and an index
+    task that was writing at that moment finds its document gone and removes what it wrote."""
+    config = catalog.load(name)
+    doc = states.get(name, doc_id)
+    states.forget(name, doc_id)
+    removed = chunk_index.delete_document(config, doc_id)
+    if doc and doc.get("version"):
+        bodies.body_store().delete(name, doc_id, doc["version"])
+        checkpoints.release(name, doc_id, doc["version"])
+    return doc is not None or removed > 0

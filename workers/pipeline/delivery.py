@@ -1,0 +1,165 @@
+"""The worker's side of at-least-once delivery: what its parent process does around each task.
+
+Every delivery of a stage task, before it is handed to the pool (``GuardedRequest``):
+
+1. **One delivery at a time holds the unit of work** — (collection, document, version, stage),
+   or one slice of a big document — through a lease in Redis (``guard``). A delivery that finds
+   the lease held by a live one defers itself: the same message again, later. When that one
+   ends, the copy finds its stage done, a no-op. So a task that runs long never runs twice.
+2. **Deliveries that start work are counted** per message. A message whose process died
+   ``SITUATE_MAX_DELIVERIES`` times is poison: its document fails with the reason and the
+   message is acknowledged, instead of being delivered again without end.
+3. When a pool child dies (a segfault in a native library, the OOM killer), the parent records
+   how, frees the lease at once, and lets Celery put the message back.
+
+**Recovery in seconds** (``Heartbeat``): Kombu keeps each delivered, unacknowledged message in
+the ``unacked`` hash with its delivery time in ``unacked_index``, and any live worker gives back
+those older than the visibility timeout. Every ``heartbeat_s`` a worker moves the time of each
+message it holds to now and renews its leases. A dead worker's messages stop moving: they are
+back in their queues within ``SITUATE_RECOVERY_S``, while a live worker's long task is never
+taken from it, however long it runs — and the visibility timeout can be a minute, not an hour.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+
+from billiard.exceptions import WorkerLostError
+from celery import bootsteps
+from celery.worker import state as worker_state
+from celery.worker.request import Request
+
+from workers.connections import redis_client
+from workers.pipeline import guard
+from workers.settings import get_settings
+
+log = logging.getLogger("situate.delivery")
+
+
+class GuardedRequest(Request):
+    """A task delivery as the worker's parent process sees it.
+
+    Celery builds the class it really uses as a subclass of this one, per task, and that
+    subclass defines its own ``execute_using_pool`` and ``on_success`` without calling ours;
+    ``__init_subclass__`` wraps them, so the guard runs whatever Celery generates."""
+
+    lease: tuple[str, str] | None = None  # (key, holder) while this delivery holds its unit
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        execute, succeeded = cls.__dict__.get("execute_using_pool"), cls.__dict__.get("on_success")
+        if execute is not None:
+            cls.execute_using_pool = lambda self, pool, **kw: self._guarded(lambda: execute(self, pool, **kw))
+        if succeeded is not None:
+            def on_success(self, failed__retval__runtime, **kw):
+                self._release()
+                return succeeded(self, failed__retval__runtime, **kw)
+            cls.on_success = on_success
+
+    def execute_using_pool(self, pool, **kwargs):
+        return self._guarded(lambda: super(GuardedRequest, self).execute_using_pool(pool, **kwargs))
+
+    def _guarded(self, execute):
+        unit = guard.unit_of(self.name, self.args)
+        if unit is None:
+            return execute()
+        retries = self.request_dict.get("retries") or 0
+        holder = f"{self.id}:{uuid.uuid4().hex[:8]}"
+        if not guard.take_lease(unit, holder):
+            return self._finish_without_running(self._defer)
+        self.lease = (unit, holder)
+        deliveries = guard.count_delivery(self.id, retries)
+        if deliveries > get_settings().max_deliveries:
+            return self._finish_without_running(lambda: self._poison(deliveries - 1, retries))
+        return execute()
+
+    def _finish_without_running(self, then) -> None:
+        try:
+            then()
+        finally:
+            self._release()
+            self.acknowledge()
+            worker_state.task_ready(self, successful=True)
+
+    def _defer(self) -> None:
+        s = get_settings()
+        log.info("%s[%s] %s: held by another delivery; again in %ds", self.name, self.id, self.args[:3], s.lease_s)
+        info = self.delivery_info or {}
+        self.task.apply_async(self.args, self.kwargs, task_id=self.id, retries=self.request_dict.get("retries") or 0,
+                              countdown=s.lease_s, queue=info.get("routing_key"), priority=info.get("priority"))
+
+    def _poison(self, died: int, retries: int) -> None:
+        how = guard.last_death(self.id, retries) or "no error seen: killed, out of memory, or its host lost"
+        stage = self.name.split(".", 1)[1]
+        guard.fail_document(self.name, self.args, f"{stage}: the worker process running it died {died} times "
+                                                  f"(SITUATE_MAX_DELIVERIES); last: {how}")
+
+    def _release(self) -> None:
+        if self.lease:
+            try:
+                guard.release_lease(*self.lease)
+            except guard.TRANSIENT:  # it lapses on its own
+                pass
+            self.lease = None
+
+    def on_success(self, failed__retval__runtime, **kwargs):
+        self._release()
+        return super().on_success(failed__retval__runtime, **kwargs)
+
+    def on_failure(self, exc_info, send_failed_event=True, return_ok=False):
+        exc = exc_info.exception
+        exc = getattr(exc, "exc", exc)  # billiard wraps it in ExceptionWithTraceback
+        if isinstance(exc, WorkerLostError):
+            try:
+                guard.record_death(self.id, self.request_dict.get("retries") or 0, str(exc))
+            except guard.TRANSIENT:
+                pass
+        self._release()
+        return super().on_failure(exc_info, send_failed_event=send_failed_event, return_ok=return_ok)
+
+
+def heartbeat() -> None:
+    """Keep what this worker holds: its messages invisible to the sweep, its leases alive."""
+    held, tags = {}, {}
+    now = time.time()
+    for _ in range(3):  # the consumer may change the sets while we copy them
+        try:
+            requests = list(worker_state.reserved_requests)
+            break
+        except RuntimeError:
+            continue
+    else:
+        return
+    for request in requests:
+        tag = getattr(request.message, "delivery_tag", None)
+        if tag is not None:
+            tags[tag] = now
+        if getattr(request, "lease", None):
+            key, holder = request.lease
+            held[key] = holder
+    try:
+        if tags:
+            redis_client().zadd("unacked_index", tags, xx=True)  # only those still unacknowledged
+        guard.renew_leases(held)
+    except guard.TRANSIENT as e:
+        log.warning("heartbeat: %s", e)
+
+
+class Heartbeat(bootsteps.StartStopStep):
+    """A timer in the worker's consumer that runs ``heartbeat`` every ``heartbeat_s``."""
+
+    requires = {"celery.worker.consumer.tasks:Tasks"}
+
+    def __init__(self, c, **kwargs):
+        super().__init__(c, **kwargs)
+        self.tref = None
+
+    def start(self, c):
+        self.tref = c.timer.call_repeatedly(get_settings().heartbeat_s, heartbeat, priority=10)
+
+    def stop(self, c):
+        if self.tref is not None:
+            self.tref.cancel()
+            self.tref = None

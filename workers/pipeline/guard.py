@@ -1,0 +1,142 @@
+"""The base of every stage task, and the Redis records that make a delivery safe to repeat.
+
+Celery on Redis delivers a message again when the process running it dies (a pool child that
+segfaults, a worker killed with -9, a lost host), and it can deliver one twice. The worker side
+of this is ``delivery`` (counting, leases, the heartbeat); this module holds what both sides
+share — the unit of work a task holds, the leases on it, the delivery counters — and the task
+base class: transient faults retried in place with backoff, anything else failing the document
+(and the document alone) with a reason that names the stage.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+
+from celery import Task
+from kombu.exceptions import OperationalError
+from opensearchpy.exceptions import ConnectionError as OpenSearchConnectionError
+from redis.exceptions import ConnectionError as RedisConnectionError, TimeoutError as RedisTimeoutError
+
+from workers.connections import redis_client
+from workers.documents import BadDocument
+from workers.settings import get_settings
+from workers.storage import states
+from workers.storage.chunk_index import WriteNotNow
+
+log = logging.getLogger("situate.tasks")
+
+# Unreachable Redis, OpenSearch or broker (kombu's OperationalError: a message that could not be
+# sent), OpenSearch saying "not now": the same work, tried again, will do.
+TRANSIENT = (RedisConnectionError, RedisTimeoutError, OpenSearchConnectionError, OperationalError, TimeoutError,
+             ConnectionError, WriteNotNow)
+RECORD_TTL_S = 7 * 24 * 3600
+
+# KEYS: lease. ARGV: holder, ttl ms. 1 if taken (it was free or had lapsed).
+_TAKE = """
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
+return 0
+"""
+# KEYS: leases. ARGV: their holders, then ttl ms. Renews those still held by the given holder.
+_RENEW = """
+local ttl = ARGV[#ARGV]
+for i = 1, #KEYS do
+  if redis.call('GET', KEYS[i]) == ARGV[i] then redis.call('PEXPIRE', KEYS[i], ttl) end
+end
+return 1
+"""
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+def unit_of(task_name: str, args) -> str | None:
+    """The lease key of the unit of work a stage task holds: its document version and stage
+    (a slice of a big document: its first chunk too). None for any other task."""
+    if not task_name.startswith("situate.") or len(args) < 3:
+        return None
+    collection, doc_id, version = args[:3]
+    stage = task_name.split(".", 1)[1]
+    if stage == "contextualize_slice" and len(args) > 3 and args[3]:
+        stage = f"slice:{min(args[3])}"
+    elif stage in ("poll_batch", "situate", "situate_slice"):  # one unit with contextualize
+        stage = "contextualize" if stage != "situate_slice" else f"slice:{min(args[3])}"
+    elif stage == "ingest":
+        stage = "chunk"
+    return f"situate:lease:{collection}:{version}:{doc_id}:{stage}"
+
+
+def lease_ms() -> int:
+    return int(get_settings().lease_s * 1000)
+
+
+def take_lease(key: str, holder: str) -> bool:
+    return bool(redis_client().register_script(_TAKE)(keys=[key], args=[holder, lease_ms()]))
+
+
+def renew_leases(held: dict[str, str]) -> None:
+    """``{lease key: holder}`` for the tasks a worker runs: keep them alive."""
+    if held:
+        redis_client().register_script(_RENEW)(keys=list(held), args=[*held.values(), lease_ms()])
+
+
+def release_lease(key: str, holder: str) -> None:
+    redis_client().register_script(_RELEASE)(keys=[key], args=[holder])
+
+
+def count_delivery(task_id: str, retries: int) -> int:
+    """This message's deliveries that started work, this one included."""
+    key = f"situate:deliveries:{task_id}:{retries}"
+    pipe = redis_client().pipeline()
+    pipe.incr(key)
+    pipe.expire(key, RECORD_TTL_S)
+    return pipe.execute()[0]
+
+
+def record_death(task_id: str, retries: int, how: str) -> None:
+    redis_client().set(f"situate:lost:{task_id}:{retries}", how[:300], ex=RECORD_TTL_S)
+
+
+def last_death(task_id: str, retries: int) -> str | None:
+    return redis_client().get(f"situate:lost:{task_id}:{retries}")
+
+
+def fail_document(task_name: str, args, reason: str) -> None:
+    collection, doc_id, version = args[:3]
+    log.error("document %s/%s failed: %s", collection, doc_id, reason)
+    states.set_state(collection, doc_id, version, states.FAILED, error=reason[:2000])
+
+
+class PipelineTask(Task):
+    """Transient faults are retried here, in place, with backoff — not with Celery's retry,
+    which publishes a new message: when the fault is the broker itself, that publish fails,
+    Celery rejects the message, and the document would be lost. In place, the message stays
+    held (the heartbeat keeps it) and the stage, idempotent, simply runs again."""
+
+    # Counts deliveries, holds the lease, records how a process died: in the worker's parent.
+    Request = "workers.pipeline.delivery:GuardedRequest"
+
+    def __call__(self, *args, **kwargs):
+        patience = time.monotonic() + get_settings().transient_patience_s
+        delay = 1.0
+        while True:
+            try:
+                return self.run(*args, **kwargs)
+            except TRANSIENT as e:
+                if time.monotonic() + delay > patience:
+                    raise
+                log.warning("%s%s: %s: %s; again in %.0f s", self.name, tuple(args[:3]), type(e).__name__, e, delay)
+                time.sleep(delay * (0.75 + random.random() / 2))
+                delay = min(delay * 2, 30.0)
+
+    def on_failure(self, exc, task_id, args, kwargs, einfo):
+        if len(args) < 3:
+            return
+        stage = self.name.split(".", 1)[1]
+        reason = str(exc) if isinstance(exc, BadDocument) else f"{stage} failed: {type(exc).__name__}: {exc}"
+        try:
+            fail_document(self.name, args, reason)
+        except Exception:  # Redis itself gone: the message is delivered again later anyway
+            log.exception("could not record the failure of %s", args[:3])

@@ -1,0 +1,111 @@
+"""The catalog of collections: each one's configuration, frozen at creation, stored in Redis.
+
+Why frozen: a BM25 analyzer, an embedding model or a chunk size cannot change under an index
+without making old and new chunks incomparable. So the producer that creates a collection
+fixes them (from CLI flags, falling back to its ``SITUATE_*`` environment), they are stored
+here, and every worker reads the stored copy.
+
+This module is the plain data type and its storage only. Checking a new configuration
+against the providers (is the model known, does the GGUF file exist) and creating its index
+is ``workers.lifecycle``'s job: kept apart so that everything which merely *reads* a
+configuration — contextualizers, embedders, the index mapping — can import it without
+importing all of them in turn.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from workers.connections import redis_client
+
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+LANGUAGES = ("english", "french", "german")
+FUSIONS = ("rrf", "weighted")
+
+
+class CollectionError(ValueError):
+    pass
+
+
+class CollectionConfig(BaseModel):
+    name: str
+    contextualizer: str = "keywords"
+    model: str = ""
+    embedder: str = "local"
+    embed_model: str = ""  # the embedder's model (API embedders); "" = its default
+    language: str = "english"
+    chunk_tokens: int = Field(300, ge=16, le=8192)
+    chunk_overlap: int = Field(0, ge=0)
+    # Replaces the provider's default prompt for this collection (LLM contextualizers only).
+    prompt: str | None = None
+    # Whether the embedder sees context + chunk (True) or the chunk alone. None at creation
+    # means: yes for LLM contexts (what Contextual Retrieval is), no for the offline ones,
+    # whose terms help BM25 but blur a chunk's vector (measured: see README).
+    embed_context: bool | None = None
+    # Search defaults, overridable per query. BM25 weight of the context field against the
+    # chunk's text (1.0); fusion "rrf" (ranks) or "weighted" (min-max scores); the dense
+    # side's weight against BM25's 1.0. None at creation: 0.5 when the collection has
+    # contexts its vectors don't see (BM25 is then the only side that carries them), else 1.0.
+    context_weight: float = Field(1.0, ge=0)
+    fusion: str = "rrf"
+    dense_weight: float | None = Field(None, ge=0)
+
+    @property
+    def index_name(self) -> str:
+        return f"situate-{self.name}"
+
+
+SHAPING_FIELDS = ("contextualizer", "model", "embedder", "embed_model", "language", "chunk_tokens", "chunk_overlap",
+                  "prompt", "embed_context")
+# Fixed at creation too, so that every search of a collection agrees by default, but a query
+# may override them (they shape no stored data).
+SEARCH_FIELDS = ("context_weight", "fusion", "dense_weight")
+
+
+def _key(name: str) -> str:
+    return f"situate:collection:{name}"
+
+
+def validate_name(name: str) -> str:
+    if not NAME_RE.match(name):
+        raise CollectionError(
+            f"invalid collection name {name!r}: use 1-63 lowercase letters, digits, '-' or '_'"
+        )
+    return name
+
+
+def load(name: str) -> CollectionConfig:
+    raw = redis_client().get(_key(validate_name(name)))
+    if raw is None:
+        raise CollectionError(f"collection {name!r} does not exist")
+    return CollectionConfig.model_validate_json(raw)
+
+
+def find(name: str) -> CollectionConfig | None:
+    raw = redis_client().get(_key(validate_name(name)))
+    return None if raw is None else CollectionConfig.model_validate_json(raw)
+
+
+def exists(name: str) -> bool:
+    return bool(redis_client().exists(_key(validate_name(name))))
+
+
+def list_names() -> list[str]:
+    return sorted(k.split(":", 2)[2] for k in redis_client().scan_iter("situate:collection:*"))
+
+
+def store_new(config: CollectionConfig) -> bool:
+    """SET NX: two producers creating the same collection at once agree on the first one."""
+    return bool(redis_client().set(_key(config.name), config.model_dump_json(), nx=True))
+
+
+def forget(name: str) -> None:
+    redis_client().delete(_key(name))
+
+
+def describe(config: CollectionConfig) -> dict[str, Any]:
+    return json.loads(config.model_dump_json())

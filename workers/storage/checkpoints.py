@@ -1,0 +1,101 @@
+"""Work already done for a document version, kept so that no stage pays for it twice.
+
+Chunks are stored once by the chunk stage and read by the next two. Contexts are written one
+by one as each arrives — before anything is indexed — so a task redelivered after a crash, or
+retried after a failure, resumes with only the missing chunks: a context already paid for is
+never bought again. Keys carry the content version: a changed document starts afresh.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+from redis.exceptions import ConnectionError as RedisConnectionError, TimeoutError as RedisTimeoutError
+
+from workers.chunking import Chunk
+from workers.connections import redis_client
+
+# Intermediate state must outlive any realistic queue backlog, but not forever.
+TTL_S = 14 * 24 * 3600
+
+
+def _chunks_key(collection: str, doc_id: str, version: str) -> str:
+    return f"situate:chunks:{collection}:{version}:{doc_id}"
+
+
+def _contexts_key(collection: str, doc_id: str, version: str) -> str:
+    return f"situate:ctx:{collection}:{version}:{doc_id}"
+
+
+def save_chunks(collection: str, doc_id: str, version: str, chunks: list[Chunk], language: str,
+                metadata: dict[str, Any]) -> None:
+    payload = {"language": language, "metadata": metadata, "chunks": [c.to_json() for c in chunks]}
+    redis_client().set(_chunks_key(collection, doc_id, version), json.dumps(payload), ex=TTL_S)
+
+
+def load_chunks(collection: str, doc_id: str, version: str) -> tuple[list[Chunk], str, dict[str, Any]] | None:
+    raw = redis_client().get(_chunks_key(collection, doc_id, version))
+    if raw is None:
+        return None
+    payload = json.loads(raw)
+    return [Chunk.from_json(c) for c in payload["chunks"]], payload["language"], payload["metadata"]
+
+
+# Contexts paid for that could not be written (Redis unreachable): kept in this process until
+# the next attempt at the same document writes them, so a Redis restart does not make the
+# calls that were in flight be paid again. Lost with the process, which is then no worse.
+_unsaved: dict[str, dict[str, str]] = {}
+_unsaved_lock = threading.Lock()
+
+
+def _write(key: str, fields: dict[str, str]) -> None:
+    pipe = redis_client().pipeline()
+    pipe.hset(key, mapping=fields)
+    pipe.expire(key, TTL_S)
+    pipe.execute()
+
+
+def save_context(collection: str, doc_id: str, version: str, n: int, context: dict[str, Any]) -> None:
+    """Checkpoint one context. If Redis is unreachable it is kept in memory instead (see
+    ``_unsaved``) and ``flush`` raises later, once the document's other answers are in."""
+    key = _contexts_key(collection, doc_id, version)
+    try:
+        _write(key, {str(n): json.dumps(context)})
+    except (RedisConnectionError, RedisTimeoutError):
+        with _unsaved_lock:
+            _unsaved.setdefault(key, {})[str(n)] = json.dumps(context)
+
+
+def flush(collection: str, doc_id: str, version: str) -> None:
+    """Write the contexts kept in memory for this document; raises while Redis is unreachable."""
+    key = _contexts_key(collection, doc_id, version)
+    with _unsaved_lock:
+        pending = _unsaved.pop(key, None)
+    if pending:
+        try:
+            _write(key, pending)
+        except (RedisConnectionError, RedisTimeoutError):
+            with _unsaved_lock:
+                _unsaved.setdefault(key, {}).update(pending)
+            raise
+
+
+def load_contexts(collection: str, doc_id: str, version: str) -> dict[int, dict[str, Any]]:
+    flush(collection, doc_id, version)
+    raw = redis_client().hgetall(_contexts_key(collection, doc_id, version))
+    return {int(n): json.loads(v) for n, v in raw.items()}
+
+
+def release(collection: str, doc_id: str, version: str) -> None:
+    """After indexing: chunks and contexts are in OpenSearch now, and the bill in the usage
+    totals (``contextualizers.claude.usage``); Redis keeps only what in-flight work needs."""
+    redis_client().delete(_chunks_key(collection, doc_id, version), _contexts_key(collection, doc_id, version))
+
+
+def forget_collection(collection: str) -> None:
+    r = redis_client()
+    for pattern in (f"situate:chunks:{collection}:*", f"situate:ctx:{collection}:*"):
+        for key in r.scan_iter(pattern, count=1000):
+            r.delete(key)

@@ -1,0 +1,196 @@
+"""The OpenSearch index of a collection: its mapping (the one place it is defined) and writes.
+
+One index per collection, ``situate-<name>``. Each chunk is one OpenSearch document with a
+deterministic ``_id`` (collection, doc_id, version, chunk number), so a redelivered task
+overwrites instead of duplicating, and two versions of a document never overwrite each other;
+``seq`` (the submission's number) says which is newer. The raw chunk (``text``) and its context (``context``) are
+separate BM25 fields, weighted at query time (see ``producers.retrieval``), so a weak context adds terms
+without drowning the chunk; ``vector`` is the embedding, HNSW in Lucene (pure Java: the
+Maven build of k-NN has no native faiss/nmslib libraries).
+
+The analyzers are code-aware: identifiers are split at case and underscore changes
+(``parseHttpHeader`` also indexes ``parse``, ``http``, ``header``) with the original kept, then
+lowercased, stopped and stemmed for the collection's language. Measured on the cookbook corpus
+(plain chunks, BM25 alone, Pass@10): 74.96 with OpenSearch's ``english`` analyzer, 84.87 with
+this one; on prose the split does nothing, so it costs nothing there.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from opensearchpy import helpers
+
+from workers.connections import opensearch_client
+from workers.documents import chunk_id
+from workers.embedding import registry as embedders
+from workers.storage.catalog import CollectionConfig
+
+
+# Per language: the filters after the identifier split (all from analysis-common).
+_LANGUAGE_FILTERS: dict[str, list[str]] = {
+    "english": ["lowercase", "stop_english", "possessive_english", "stem_english"],
+    "french": ["elision", "lowercase", "stop_french", "stem_french"],
+    "german": ["lowercase", "stop_german", "german_normalization", "stem_german"],
+}
+
+
+def analysis(language: str) -> dict[str, Any]:
+    """Index and search analyzers: the same chain, the index one flattened (a graph filter's
+    output must be flattened before it is written, not before it is searched)."""
+    split = ["split_identifiers"]
+    filters = _LANGUAGE_FILTERS[language]
+    return {
+        "filter": {
+            "split_identifiers": {"type": "word_delimiter_graph", "preserve_original": True,
+                                  "split_on_numerics": False, "stem_english_possessive": False},
+            "stop_english": {"type": "stop", "stopwords": "_english_"},
+            "stop_french": {"type": "stop", "stopwords": "_french_"},
+            "stop_german": {"type": "stop", "stopwords": "_german_"},
+            "possessive_english": {"type": "stemmer", "language": "possessive_english"},
+            "stem_english": {"type": "stemmer", "language": "english"},
+            "stem_french": {"type": "stemmer", "language": "light_french"},
+            "stem_german": {"type": "stemmer", "language": "light_german"},
+        },
+        "analyzer": {
+            "situate_index": {"tokenizer": "standard", "filter": split + ["flatten_graph"] + filters},
+            "situate_search": {"tokenizer": "standard", "filter": split + filters},
+        },
+    }
+
+
+def mapping(config: CollectionConfig) -> dict[str, Any]:
+    text = {"type": "text", "analyzer": "situate_index", "search_analyzer": "situate_search"}
+    return {
+        "settings": {
+            "index": {"knn": True, "number_of_shards": 1, "number_of_replicas": 0,
+                      "refresh_interval": "1s"},
+            "analysis": analysis(config.language),
+        },
+        "mappings": {
+            "_meta": {"situate": config.model_dump()},
+            "dynamic": "strict",
+            "properties": {
+                "doc_id": {"type": "keyword"},
+                "chunk": {"type": "integer"},
+                "version": {"type": "keyword"},
+                "seq": {"type": "long"},  # submission order: a newer version has a larger one
+                "text": text,
+                "context": text,
+                "start": {"type": "integer", "index": False},
+                "end": {"type": "integer", "index": False},
+                # Users' metadata: strings become keywords (exact filters), numbers stay numbers.
+                "metadata": {"type": "object", "dynamic": True},
+                "vector": {
+                    "type": "knn_vector",
+                    "dimension": embedders.dimension(config.embedder, config.embed_model),
+                    "method": {"name": "hnsw", "engine": "lucene", "space_type": "cosinesimil",
+                               "parameters": {"m": 16, "ef_construction": 128}},
+                },
+            },
+            "dynamic_templates": [
+                {"metadata_strings": {"path_match": "metadata.*", "match_mapping_type": "string",
+                                      "mapping": {"type": "keyword", "ignore_above": 1024}}},
+            ],
+        },
+    }
+
+
+def ensure_index(config: CollectionConfig) -> None:
+    client = opensearch_client()
+    if client.indices.exists(index=config.index_name):
+        return
+    try:
+        client.indices.create(index=config.index_name, body=mapping(config))
+    except Exception as e:  # created meanwhile by another process: fine
+        if "resource_already_exists_exception" not in str(e):
+            raise
+
+
+def delete_index(config: CollectionConfig) -> None:
+    opensearch_client().indices.delete(index=config.index_name, ignore_unavailable=True)
+
+
+class WriteRefused(RuntimeError):
+    """OpenSearch refused some of a document's chunks, for good (a mapping error, say)."""
+
+
+class WriteNotNow(WriteRefused):
+    """OpenSearch said "not now" (429, 5xx) to some chunks: the same write may be tried again."""
+
+
+def _source(doc_id: str, version: str, seq: int, row: dict[str, Any], metadata: dict[str, Any]) -> dict[str, Any]:
+    return {"doc_id": doc_id, "chunk": row["n"], "version": version, "seq": seq, "text": row["text"],
+            "context": row["context"], "start": row.get("start"), "end": row.get("end"), "metadata": metadata,
+            "vector": [float(x) for x in row["vector"]]}
+
+
+def write_version(config: CollectionConfig, doc_id: str, version: str, seq: int, rows: list[dict[str, Any]],
+                  metadata: dict[str, Any], rollback: bool = True) -> None:
+    """Bulk-index one version of a document. Its chunk ids carry the version, so it never
+    overwrites another version; ``seq`` orders versions (newer wins, see ``delete_older`` and
+    the read path). If OpenSearch refuses any chunk, the ones written are deleted again
+    (``rollback``: not when they overwrote this same version, already indexed) and
+    ``WriteNotNow`` or ``WriteRefused`` is raised: a version is in the index whole, or not at all."""
+    client = opensearch_client()
+    ids = [chunk_id(config.name, doc_id, version, row["n"]) for row in rows]
+    actions = [{"_op_type": "index", "_index": config.index_name, "_id": i,
+                "_source": _source(doc_id, version, seq, row, metadata)} for i, row in zip(ids, rows)]
+    _, errors = helpers.bulk(client, actions, chunk_size=200, raise_on_error=False, raise_on_exception=False,
+                             max_retries=3)
+    if not errors:
+        return
+    refused = {e.get("index", e).get("_id") for e in errors}
+    if rollback:
+        written = [i for i in ids if i not in refused]
+        helpers.bulk(client, ({"_op_type": "delete", "_index": config.index_name, "_id": i} for i in written),
+                     raise_on_error=False, raise_on_exception=False)
+    first = errors[0].get("index", errors[0])
+    statuses = {e.get("index", e).get("status", 0) for e in errors}
+    transient = any(status in (0, 429) or status >= 500 for status in statuses)
+    message = f"OpenSearch refused {len(errors)} of {len(rows)} chunk(s): {first.get('error')}"
+    raise WriteNotNow(message) if transient else WriteRefused(message)
+
+
+def _scan_ids(config: CollectionConfig, query: dict[str, Any]) -> list[str]:
+    return [h["_id"] for h in helpers.scan(opensearch_client(), index=config.index_name, query={"query": query},
+                                           _source=False, size=1000)]
+
+
+def _delete_ids(config: CollectionConfig, ids) -> int:
+    ids = list(ids)
+    if ids:
+        helpers.bulk(opensearch_client(), ({"_op_type": "delete", "_index": config.index_name, "_id": i} for i in ids),
+                     raise_on_error=False)
+    return len(ids)
+
+
+def delete_older(config: CollectionConfig, doc_id: str, seq: int, refresh_first: bool = False) -> int:
+    """Remove a document's chunks from submissions before ``seq``, once ``seq`` is written.
+
+    Search-then-delete rather than ``_delete_by_query`` (that lives in the reindex module,
+    which our Maven-assembled node does not carry). A search sees what was written before the
+    last refresh (1 s): ``refresh_first`` when an older version may have been written since."""
+    if refresh_first:
+        refresh(config)
+    query = {"bool": {"filter": [{"term": {"doc_id": doc_id}}, {"range": {"seq": {"lt": seq}}}]}}
+    return _delete_ids(config, _scan_ids(config, query))
+
+
+def delete_version(config: CollectionConfig, doc_id: str, version: str, numbers: list[int]) -> int:
+    """Remove chunks just written for a version that lost its race (superseded or deleted)."""
+    return _delete_ids(config, (chunk_id(config.name, doc_id, version, n) for n in numbers))
+
+
+def delete_document(config: CollectionConfig, doc_id: str) -> int:
+    refresh(config)
+    return _delete_ids(config, _scan_ids(config, {"term": {"doc_id": doc_id}}))
+
+
+def count(config: CollectionConfig, doc_id: str | None = None) -> int:
+    body = {"query": {"term": {"doc_id": doc_id}}} if doc_id else None
+    return opensearch_client().count(index=config.index_name, body=body)["count"]
+
+
+def refresh(config: CollectionConfig) -> None:
+    opensearch_client().indices.refresh(index=config.index_name)

@@ -1,0 +1,192 @@
+"""Per-document state in Redis: what a producer, the API and ``situate status`` read, and what
+makes a redelivered task a no-op.
+
+A hash per document — ``state``, the ``version`` being processed and its ``seq`` (a number
+that grows with every submission of the document: newer wins), the ``indexed_version`` and its
+``chunks`` count, ``error`` — plus per-collection counts by state, kept in step by Lua scripts
+so that ``situate status`` is O(1) at a million documents.
+
+The rules, enforced in the scripts, not by callers:
+
+- a state only moves forward for a version: queued → chunked → situated → indexed. A stage
+  delivered again after its document moved on is told no, and does nothing;
+- ``failed`` ends a version, and never overwrites ``indexed`` (a late duplicate that fails
+  cannot un-index a document);
+- every write names its version: a stage still working on a superseded version changes nothing;
+- a submission of the version already in flight is not queued twice.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from workers.connections import redis_client
+
+QUEUED, CHUNKED, SITUATED, INDEXED, FAILED = "queued", "chunked", "situated", "indexed", "failed"
+TERMINAL = (INDEXED, FAILED)
+IN_FLIGHT = (QUEUED, CHUNKED, SITUATED)
+RANK = {QUEUED: 0, CHUNKED: 1, SITUATED: 2, INDEXED: 3}
+
+# Lua helpers shared by the scripts: move the per-state counters with the state.
+_MOVE = """
+local function move(doc, counts, old, new)
+  if old == new then return end
+  if old then redis.call('HINCRBY', counts, old, -1) end
+  if new then redis.call('HINCRBY', counts, new, 1) end
+end
+local rank = {queued = 0, chunked = 1, situated = 2, indexed = 3}
+"""
+
+# KEYS: doc hash, counts hash, docs set. ARGV: doc_id, version, new state, then field/value
+# pairs. Returns 1 if written; 0 if the version is another one, the document is gone, or the
+# move would go backwards (see the module docstring).
+_ADVANCE = _MOVE + """
+local current = redis.call('HGET', KEYS[1], 'version')
+if not current or current ~= ARGV[2] then return 0 end
+local old = redis.call('HGET', KEYS[1], 'state')
+local new = ARGV[3]
+if new == 'failed' then
+  if old == 'indexed' or old == 'failed' then return 0 end
+elseif old == 'failed' or (rank[old] or -1) >= rank[new] then
+  return 0
+end
+move(KEYS[1], KEYS[2], old, new)
+redis.call('HSET', KEYS[1], 'state', new)
+for i = 4, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+return 1
+"""
+
+# KEYS: doc hash, counts hash, docs set, the collection's seq counter. ARGV: doc_id, version,
+# meta hash, now, stale after (s). Returns {status, seq}: status 'queued', or 'in_flight' when
+# this very version is being processed (and has moved within ``stale after``).
+_SUBMIT = _MOVE + """
+local version, state, updated = unpack(redis.call('HMGET', KEYS[1], 'version', 'state', 'updated'))
+if version == ARGV[2] and (state == 'queued' or state == 'chunked' or state == 'situated')
+   and tonumber(updated or '0') > tonumber(ARGV[4]) - tonumber(ARGV[5]) then
+  return {'in_flight', redis.call('HGET', KEYS[1], 'seq') or '0'}
+end
+local seq = redis.call('INCR', KEYS[4])
+move(KEYS[1], KEYS[2], state, 'queued')
+redis.call('HSET', KEYS[1], 'state', 'queued', 'version', ARGV[2], 'seq', seq, 'meta_hash', ARGV[3],
+           'error', '', 'submitted', ARGV[4], 'updated', ARGV[4])
+redis.call('SADD', KEYS[3], ARGV[1])
+return {'queued', tostring(seq)}
+"""
+
+# KEYS: doc hash, counts hash, docs set. ARGV: doc_id, reason. A document refused at submission.
+_REJECT = _MOVE + """
+local state = redis.call('HGET', KEYS[1], 'state')
+move(KEYS[1], KEYS[2], state, 'failed')
+redis.call('HSET', KEYS[1], 'state', 'failed', 'version', '', 'error', ARGV[2], 'updated', ARGV[3])
+redis.call('SADD', KEYS[3], ARGV[1])
+return 1
+"""
+
+# KEYS: doc hash, counts hash, docs set. ARGV: doc_id. Returns the state it had, or false.
+_FORGET = _MOVE + """
+local state = redis.call('HGET', KEYS[1], 'state')
+if not state then return false end
+move(KEYS[1], KEYS[2], state, nil)
+redis.call('DEL', KEYS[1])
+redis.call('SREM', KEYS[3], ARGV[1])
+return state
+"""
+
+
+def _doc_key(collection: str, doc_id: str) -> str:
+    return f"situate:doc:{collection}:{doc_id}"
+
+
+def _keys(collection: str, doc_id: str) -> list[str]:
+    return [_doc_key(collection, doc_id), f"situate:counts:{collection}", f"situate:docs:{collection}"]
+
+
+def _run(script: str, keys: list[str], args: list[Any]):
+    return redis_client().register_script(script)(keys=keys, args=args)
+
+
+def set_state(collection: str, doc_id: str, version: str, state: str, **fields: Any) -> bool:
+    """Move a document's ``version`` forward to ``state`` (or to ``failed``). False when the
+    document is at another version, gone, or already there or past it: the caller's work is moot."""
+    args: list[Any] = [doc_id, version, state]
+    for k, v in {**fields, "updated": f"{time.time():.3f}"}.items():
+        args += [k, "" if v is None else str(v)]
+    return bool(_run(_ADVANCE, _keys(collection, doc_id), args))
+
+
+def submit(collection: str, doc_id: str, version: str, meta_hash: str, stale_s: float) -> tuple[bool, int]:
+    """Record a submission: (True, seq) when it is to be queued; (False, seq) when this very
+    version is already in flight (moved within ``stale_s``), so one message runs, not two."""
+    status, seq = _run(_SUBMIT, _keys(collection, doc_id) + [f"situate:seq:{collection}"],
+                       [doc_id, version, meta_hash, f"{time.time():.3f}", stale_s])
+    return status == "queued", int(seq)
+
+
+def rejected(collection: str, doc_id: str, reason: str) -> None:
+    _run(_REJECT, _keys(collection, doc_id), [doc_id, reason, f"{time.time():.3f}"])
+
+
+def forget(collection: str, doc_id: str) -> str | None:
+    """Remove a document's state (it was deleted); returns the state it had."""
+    return _run(_FORGET, _keys(collection, doc_id), [doc_id])
+
+
+def get(collection: str, doc_id: str) -> dict[str, Any] | None:
+    raw = redis_client().hgetall(_doc_key(collection, doc_id))
+    if not raw:
+        return None
+    out: dict[str, Any] = {"doc_id": doc_id, **raw}
+    for k in ("chunks", "chunks_total", "seq"):
+        out[k] = int(out[k]) if out.get(k) else 0
+    out["error"] = out.get("error") or None
+    return out
+
+
+def get_many(collection: str, doc_ids: list[str]) -> list[dict[str, Any] | None]:
+    pipe = redis_client().pipeline(transaction=False)
+    for doc_id in doc_ids:
+        pipe.hmget(_doc_key(collection, doc_id), "state", "version", "error", "chunks")
+    out = []
+    for doc_id, (state, version, error, chunks) in zip(doc_ids, pipe.execute()):
+        out.append(None if state is None else
+                   {"doc_id": doc_id, "state": state, "version": version, "error": error or None,
+                    "chunks": int(chunks or 0)})
+    return out
+
+
+def counts(collection: str) -> dict[str, int]:
+    raw = redis_client().hgetall(f"situate:counts:{collection}")
+    return {k: int(v) for k, v in raw.items() if int(v)}
+
+
+def is_unchanged(collection: str, doc_id: str, version: str, meta_hash: str) -> bool:
+    """True when this exact content and metadata is already indexed: nothing to do, no LLM call."""
+    state, indexed_version, stored_meta = redis_client().hmget(
+        _doc_key(collection, doc_id), "state", "indexed_version", "meta_hash")
+    return state == INDEXED and indexed_version == version and stored_meta == meta_hash
+
+
+def doc_ids(collection: str, state: str | None = None, limit: int | None = None) -> list[str]:
+    """Documents of a collection (in ``state`` if given), scanning, at most ``limit``."""
+    r, out = redis_client(), []
+    for doc_id in r.sscan_iter(f"situate:docs:{collection}", count=1000):
+        if state is None or r.hget(_doc_key(collection, doc_id), "state") == state:
+            out.append(doc_id)
+            if limit is not None and len(out) >= limit:
+                break
+    return sorted(out)
+
+
+def forget_collection(collection: str) -> None:
+    r = redis_client()
+    docs_key = f"situate:docs:{collection}"
+    batch: list[str] = []
+    for doc_id in r.sscan_iter(docs_key, count=1000):
+        batch.append(_doc_key(collection, doc_id))
+        if len(batch) >= 1000:
+            r.delete(*batch)
+            batch.clear()
+    if batch:
+        r.delete(*batch)
+    r.delete(docs_key, f"situate:counts:{collection}", f"situate:seq:{collection}")
