@@ -18,6 +18,9 @@ python_bin() {
   say "Python 3.11+ is required"; exit 1
 }
 
+# A URL fit to print: credentials replaced (never echo a password into a terminal or a CI log).
+mask_url() { echo "$1" | sed -E 's#(://)[^/@]*@#\1***@#'; }
+
 redis_url() { echo "${SITUATE_REDIS_URL:-redis://127.0.0.1:6379/0}"; }
 opensearch_url() { echo "${SITUATE_OPENSEARCH_URL:-http://127.0.0.1:9200}"; }
 

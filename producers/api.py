@@ -1,47 +1,143 @@
-"""The HTTP API: submit documents, read their state, search. OpenAPI docs at ``/docs``.
+"""The HTTP API: submit and delete documents, read their state, search, manage collections.
+OpenAPI docs at ``/docs``.
 
-Every route but ``/healthz`` requires ``Authorization: Bearer $SITUATE_API_TOKEN`` when that
-variable is set. Submissions answer 202 with one entry per document: a bad document is
-reported failed with its reason while the rest of the batch is queued.
+Every route but ``/healthz`` takes a bearer token (``auth``): read, write or admin, for one
+collection or all. A caller's mistake is always a 4xx that says what to fix, never a 5xx:
+a request over ``SITUATE_MAX_REQUEST_BYTES`` (chunked uploads included) or with more than
+``SITUATE_MAX_BATCH_DOCUMENTS`` documents is refused whole; inside a batch, a bad document
+fails alone with its reason (202, one entry per document) and the others are queued. Near
+Redis's memory limit, submissions get 503 with Retry-After. An error of ours answers 500 with
+an id to find it in the log, and nothing of its internals.
 """
 
 from __future__ import annotations
 
-import secrets
-from typing import Any
+import json
+import logging
+import uuid
+from typing import Annotated, Any, Union
 
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
-from pydantic import BaseModel, Field
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from producers import auth
 from producers.retrieval.search import SearchOptions, search
 from producers.submit import RawDocument, submit
 from workers import lifecycle
 from workers.settings import get_settings
-from workers.storage import catalog, chunk_index, states
+from workers.storage import capacity, catalog, chunk_index, states
 
-# Requests larger than this are refused before being read (documents have their own limit).
-MAX_REQUEST_BYTES = 64 * 1024 * 1024
+log = logging.getLogger("situate.api")
 
-
-def require_token(request: Request) -> None:
-    expected = get_settings().api_token
-    if not expected:
-        return
-    given = request.headers.get("authorization", "")
-    if not (given.startswith("Bearer ") and secrets.compare_digest(given[7:].encode(), expected.encode())):
-        raise HTTPException(401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"})
-
-
-app = FastAPI(title="situate", version="0.1.0",
+# The schema and the docs page are served behind the same tokens as the rest (below).
+app = FastAPI(title="situate", version="0.2.0", docs_url=None, redoc_url=None, openapi_url=None,
               description="Contextual Retrieval at production scale: ingest documents, search them.")
-authed = [Depends(require_token)]
+
+
+# -- limits and errors ---------------------------------------------------------------------------
+
+class BodyLimit:
+    """Refuses a body over the limit (413): by its Content-Length at once; a chunked upload,
+    which declares none, is read up to the limit first and refused as soon as it passes it."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.inner(scope, receive, send)
+        limit = get_settings().max_request_bytes
+        length = dict(scope.get("headers") or []).get(b"content-length")
+        if length is not None:
+            if length.isdigit() and int(length) > limit:
+                return await _too_large(send, limit)
+            return await self.inner(scope, receive, send)
+        body, more = b"", True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                return
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+            if len(body) > limit:
+                return await _too_large(send, limit)
+        replayed = False
+
+        async def replay():
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.inner(scope, replay, send)
+
+
+async def _too_large(send, limit: int) -> None:
+    body = json.dumps({"detail": f"request body over {limit:,} bytes (SITUATE_MAX_REQUEST_BYTES)"}).encode()
+    await send({"type": "http.response.start", "status": 413,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+app.add_middleware(BodyLimit)
+
+
+@app.exception_handler(RequestValidationError)
+async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+    # Pydantic's errors echo the input back: a 2 MB query would come back whole. Where and why only.
+    errors = [{"loc": e.get("loc"), "msg": e.get("msg"), "type": e.get("type")} for e in exc.errors()[:20]]
+    return JSONResponse({"detail": errors}, status_code=422)
+
+
+@app.exception_handler(auth.Denied)
+async def denied(request: Request, exc: auth.Denied) -> JSONResponse:
+    headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+    return JSONResponse({"detail": str(exc)}, status_code=exc.status, headers=headers)
+
+
+@app.exception_handler(catalog.CollectionError)
+async def collection_error(request: Request, exc: catalog.CollectionError) -> JSONResponse:
+    status = {catalog.NoSuchCollection: 404, catalog.Conflict: 409, catalog.NotAllowed: 403}.get(type(exc), 422)
+    return JSONResponse({"detail": str(exc)}, status_code=status)
+
+
+@app.exception_handler(Exception)
+async def internal_error(request: Request, exc: Exception) -> JSONResponse:
+    error_id = uuid.uuid4().hex[:12]
+    log.exception("error %s on %s %s", error_id, request.method, request.url.path)
+    return JSONResponse({"detail": "internal error", "error_id": error_id}, status_code=500)
+
+
+# -- who may do what -------------------------------------------------------------------------
+
+def caller(request: Request) -> auth.Principal:
+    return auth.authenticate(request.headers.get("authorization"))
+
+
+def allowed(need: str):
+    """A dependency: the caller, if it may ``need`` on the path's collection (all, if none)."""
+    def check(request: Request, principal: auth.Principal = Depends(caller)) -> auth.Principal:
+        auth.authorize(principal, request.path_params.get("collection"), need)
+        return principal
+    return check
+
+
+# -- bodies --------------------------------------------------------------------------------------
+
+Scalar = Union[str, int, float, bool]
+FilterKey = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 
 
 class DocumentIn(BaseModel):
+    """The documentation's shape of a document; each one is checked alone (see add_documents)."""
+
     id: str = Field(..., description="Your document id, unique in the collection.")
     text: str
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=dict, description="At most 64 keys, 3 levels, 16 kB.")
     chunks: list[str] | None = Field(None, description="Pre-made chunks, kept exactly as given.")
 
 
@@ -50,28 +146,33 @@ class DocumentsIn(BaseModel):
 
 
 class CollectionIn(BaseModel):
-    contextualizer: str | None = None
-    model: str | None = None
-    embedder: str | None = None
-    language: str | None = None
-    chunk_tokens: int | None = None
-    chunk_overlap: int | None = None
-    prompt: str | None = None
+    model_config = ConfigDict(extra="forbid")
+
+    contextualizer: str | None = Field(None, max_length=64)
+    model: str | None = Field(None, max_length=256)
+    embedder: str | None = Field(None, max_length=64)
+    embed_model: str | None = Field(None, max_length=128)
+    language: str | None = Field(None, max_length=32)
+    chunk_tokens: int | None = Field(None, ge=16, le=8192)
+    chunk_overlap: int | None = Field(None, ge=0, le=4096)
+    prompt: str | None = Field(None, max_length=10_000)
     embed_context: bool | None = None
-    context_weight: float | None = Field(None, ge=0)
+    context_weight: float | None = Field(None, ge=0, le=100)
     fusion: str | None = Field(None, pattern="^(rrf|weighted)$")
-    dense_weight: float | None = Field(None, ge=0)
+    dense_weight: float | None = Field(None, ge=0, le=100)
 
 
 class SearchIn(BaseModel):
-    query: str
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(..., max_length=4096)
     k: int = Field(10, ge=1, le=1000)
-    filters: dict[str, Any] | None = None
+    filters: dict[FilterKey, Union[Scalar, list[Scalar]]] | None = Field(None, max_length=32)
     mode: str = Field("hybrid", pattern="^(hybrid|bm25|dense)$")
     # None: the collection's stored defaults (reranker: the server's SITUATE_RERANKER).
     fusion: str | None = Field(None, pattern="^(rrf|weighted)$")
-    context_weight: float | None = Field(None, ge=0)
-    dense_weight: float | None = Field(None, ge=0)
+    context_weight: float | None = Field(None, ge=0, le=100)
+    dense_weight: float | None = Field(None, ge=0, le=100)
     reranker: str | None = Field(None, description="none | voyage | bedrock | cohere | onnx")
 
 
@@ -88,81 +189,132 @@ class SearchOut(BaseModel):
     hits: list[HitOut]
 
 
-def _config(name: str, create: bool = False, **requested):
-    try:
-        return lifecycle.ensure(name, **requested) if create else catalog.load(name)
-    except catalog.CollectionError as e:
-        raise HTTPException(404 if "does not exist" in str(e) else 409, str(e))
-    except ValueError as e:
-        raise HTTPException(422, str(e))
-
-
-@app.middleware("http")
-async def limit_body(request: Request, call_next):
-    length = request.headers.get("content-length")
-    if length and length.isdigit() and int(length) > MAX_REQUEST_BYTES:
-        from fastapi.responses import JSONResponse
-
-        return JSONResponse({"detail": f"request body over {MAX_REQUEST_BYTES:,} bytes"}, status_code=413)
-    return await call_next(request)
-
+# -- routes --------------------------------------------------------------------------------------
 
 @app.get("/healthz", include_in_schema=False)
 def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@app.put("/v1/collections/{collection}", dependencies=authed)
+@app.get("/openapi.json", include_in_schema=False, dependencies=[Depends(caller)])
+def openapi_schema() -> dict[str, Any]:
+    return app.openapi()
+
+
+@app.get("/docs", include_in_schema=False, dependencies=[Depends(caller)])
+def docs_page():
+    from fastapi.openapi.docs import get_swagger_ui_html
+
+    return get_swagger_ui_html(openapi_url="/openapi.json", title="situate API")
+
+
+@app.put("/v1/collections/{collection}", dependencies=[Depends(allowed("admin"))])
 def create_collection(collection: str, body: CollectionIn) -> dict[str, Any]:
     """Create a collection with explicit settings (or check an existing one matches them)."""
-    return catalog.describe(_config(collection, create=True, **body.model_dump()))
+    try:
+        return catalog.describe(lifecycle.ensure(collection, **body.model_dump()))
+    except catalog.CollectionError:
+        raise
+    except ValueError as e:  # an unknown embedder, contextualizer or model
+        raise HTTPException(422, str(e)) from None
 
 
-@app.get("/v1/collections/{collection}", dependencies=authed)
+@app.get("/v1/collections/{collection}", dependencies=[Depends(allowed("read"))])
 def get_collection(collection: str) -> dict[str, Any]:
-    config = _config(collection)
+    config = catalog.load(collection)
     return {"settings": catalog.describe(config), "documents": states.counts(collection),
             "chunks_indexed": chunk_index.count(config)}
 
 
-@app.post("/v1/collections/{collection}/refresh", dependencies=authed)
+@app.delete("/v1/collections/{collection}", dependencies=[Depends(allowed("admin"))])
+def delete_collection(collection: str) -> dict[str, str]:
+    """Drop the collection: its index, settings, documents' state, bodies and checkpoints."""
+    lifecycle.delete(collection)
+    return {"deleted": collection}
+
+
+@app.post("/v1/collections/{collection}/refresh", dependencies=[Depends(allowed("write"))])
 def refresh_collection(collection: str) -> dict[str, str]:
     """Make what is indexed searchable now, not at the next scheduled refresh (within 1 s)."""
-    chunk_index.refresh(_config(collection))
+    chunk_index.refresh(catalog.load(collection))
     return {"status": "refreshed"}
 
 
-@app.post("/v1/collections/{collection}/documents", status_code=202, dependencies=authed)
-def add_documents(collection: str, body: DocumentIn | DocumentsIn | list[DocumentIn]) -> dict[str, Any]:
-    """Submit one document, ``{"documents": [...]}``, or a list. The collection is created on
-    first use with the server's default settings (use PUT to choose them)."""
-    docs = body.documents if isinstance(body, DocumentsIn) else body if isinstance(body, list) else [body]
-    config = _config(collection, create=True)
-    raws = [RawDocument(d.id, d.text, d.metadata,
-                        None if d.chunks is None else [{"n": i, "text": t} for i, t in enumerate(d.chunks)])
-            for d in docs]
-    results = submit(config, raws)
+def _raw_document(i: int, item: Any) -> RawDocument:
+    """One document of a batch as given; what is wrong with it fails it alone, in ``submit``."""
+    if not isinstance(item, dict):
+        return RawDocument(f"#{i}", None, error=f"document #{i} is not a JSON object")
+    doc_id = item.get("id")
+    if not isinstance(doc_id, str):
+        return RawDocument(f"#{i}", None, error=f"document #{i}: 'id' must be a string")
+    text = item.get("text")
+    if not isinstance(text, str):
+        return RawDocument(doc_id, None, error="'text' must be a string")
+    chunks = item.get("chunks")
+    if isinstance(chunks, list):
+        chunks = [{"n": n, "text": c} if isinstance(c, str) else c for n, c in enumerate(chunks)]
+    elif chunks is not None:
+        return RawDocument(doc_id, None, error="'chunks' must be a list of strings")
+    return RawDocument(doc_id, text, item.get("metadata") if "metadata" in item else {}, chunks)
+
+
+@app.post("/v1/collections/{collection}/documents", status_code=202,
+          openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
+              "schema": DocumentsIn.model_json_schema(ref_template="#/components/schemas/{model}")}}}})
+async def add_documents(collection: str, request: Request,
+                        principal: auth.Principal = Depends(allowed("write"))) -> dict[str, Any]:
+    """Submit one document, ``{"documents": [...]}``, or a list. A collection that does not
+    exist yet is created with the server's defaults, by an admin only (PUT to choose them)."""
+    try:
+        payload = json.loads(await request.body())
+    except (ValueError, UnicodeDecodeError):
+        raise HTTPException(400, "the body is not JSON") from None
+    items = payload["documents"] if isinstance(payload, dict) and "documents" in payload else payload
+    items = [items] if isinstance(items, dict) else items
+    if not isinstance(items, list) or not items:
+        raise HTTPException(422, "expected a document, a list of documents, or {\"documents\": [...]}")
+    limit = get_settings().max_batch_documents
+    if len(items) > limit:
+        raise HTTPException(413, f"{len(items):,} documents in one request, over {limit:,} "
+                                 "(SITUATE_MAX_BATCH_DOCUMENTS): send them in several")
+    config = catalog.find(catalog.validate_name(collection))
+    if config is None:
+        if not principal.allows(collection, "admin"):
+            raise HTTPException(404, f"collection {collection!r} does not exist; an admin creates it (PUT)")
+        config = lifecycle.ensure(collection)
+    if capacity.too_full():
+        raise HTTPException(503, "Redis is near its memory limit; the workers are draining it: retry later",
+                            headers={"Retry-After": "30"})
+    results = await run_in_threadpool(submit, config, [_raw_document(i, item) for i, item in enumerate(items)])
     return {"documents": [{"doc_id": r.doc_id, "state": r.state, "version": r.version, "error": r.error}
                           for r in results]}
 
 
-@app.get("/v1/collections/{collection}/documents/{doc_id:path}", dependencies=authed)
+@app.get("/v1/collections/{collection}/documents/{doc_id:path}", dependencies=[Depends(allowed("read"))])
 def get_document(collection: str, doc_id: str) -> dict[str, Any]:
     """``state`` is queued, chunked, situated, indexed or failed; ``chunks`` counts indexed chunks."""
-    _config(collection)
+    catalog.load(collection)
     doc = states.get(collection, doc_id)
     if doc is None:
-        raise HTTPException(404, f"no document {doc_id!r} in collection {collection!r}")
-    return doc
+        raise HTTPException(404, f"no document {doc_id[:200]!r} in collection {collection!r}")
+    return {k: v for k, v in doc.items() if k not in ("meta_hash",)}
 
 
-@app.post("/v1/collections/{collection}/search", response_model=SearchOut, dependencies=authed)
+@app.delete("/v1/collections/{collection}/documents/{doc_id:path}", dependencies=[Depends(allowed("write"))])
+def delete_document(collection: str, doc_id: str) -> dict[str, Any]:
+    """Remove a document from the index and from Redis."""
+    if not lifecycle.delete_document(collection, doc_id):
+        raise HTTPException(404, f"no document {doc_id[:200]!r} in collection {collection!r}")
+    return {"deleted": doc_id}
+
+
+@app.post("/v1/collections/{collection}/search", response_model=SearchOut,
+          dependencies=[Depends(allowed("read"))])
 async def search_collection(collection: str, body: SearchIn) -> SearchOut:
-    config = _config(collection)
-    # The query embedding is CPU work: keep it off the event loop.
+    config = catalog.load(collection)
     options = SearchOptions(mode=body.mode, fusion=body.fusion, context_weight=body.context_weight,
                             dense_weight=body.dense_weight, reranker=body.reranker)
-    try:
+    try:  # the query embedding is CPU work: keep it off the event loop
         hits = await run_in_threadpool(search, config, body.query, body.k, body.filters, options=options)
     except ValueError as e:  # an unknown reranker, say
         raise HTTPException(422, str(e)) from None

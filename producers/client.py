@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -33,11 +34,19 @@ class SituateClient:
     def close(self) -> None:
         self._http.close()
 
-    def _call(self, method: str, path: str, **kwargs) -> Any:
-        response = self._http.request(method, path, **kwargs)
-        if response.status_code >= 400:
-            raise SituateError(f"{method} {path} -> {response.status_code}: {response.text[:500]}")
-        return response.json()
+    def _call(self, method: str, path: str, busy_patience_s: float = 600, **kwargs) -> Any:
+        """One request; a 503 with Retry-After (the server's Redis is draining) waits and asks
+        again, up to ``busy_patience_s``."""
+        give_up = time.monotonic() + busy_patience_s
+        while True:
+            response = self._http.request(method, path, **kwargs)
+            retry_after = response.headers.get("retry-after", "")
+            if response.status_code == 503 and retry_after.isdigit() and time.monotonic() < give_up:
+                time.sleep(int(retry_after))
+                continue
+            if response.status_code >= 400:
+                raise SituateError(f"{method} {path} -> {response.status_code}: {response.text[:500]}")
+            return response.json()
 
     def create_collection(self, collection: str, **settings: Any) -> dict[str, Any]:
         return self._call("PUT", f"/v1/collections/{collection}", json=settings)
@@ -47,7 +56,15 @@ class SituateClient:
         return self._call("POST", f"/v1/collections/{collection}/documents", json={"documents": documents})["documents"]
 
     def get_document(self, collection: str, doc_id: str) -> dict[str, Any]:
-        return self._call("GET", f"/v1/collections/{collection}/documents/{doc_id}")
+        return self._call("GET", f"/v1/collections/{collection}/documents/{quote(doc_id)}")
+
+    def delete_document(self, collection: str, doc_id: str) -> dict[str, Any]:
+        """Remove a document from the index and from Redis."""
+        return self._call("DELETE", f"/v1/collections/{collection}/documents/{quote(doc_id)}")
+
+    def delete_collection(self, collection: str) -> dict[str, Any]:
+        """Drop a collection: its index and everything situate keeps about it."""
+        return self._call("DELETE", f"/v1/collections/{collection}")
 
     def wait(self, collection: str, doc_ids: list[str], timeout: float = 600, poll_s: float = 0.5) -> dict[str, dict[str, Any]]:
         """Poll until every document is indexed or failed; returns their states. Indexed

@@ -13,7 +13,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from workers.documents import BadDocument, ChunkInput, check_doc_id, check_text, content_version, decode_body, metadata_hash
+from workers.documents import (BadDocument, ChunkInput, check_doc_id, check_metadata, check_text, content_version,
+                               decode_body, metadata_hash)
 from workers.pipeline.app import CHUNK_TASK, app
 from workers.pipeline.routing import CHUNK_PRIORITY, CHUNK_QUEUE
 from workers.settings import get_settings
@@ -47,19 +48,28 @@ def _validate(raw: RawDocument, max_bytes: int) -> tuple[str, list[ChunkInput] |
     check_doc_id(raw.doc_id)
     if raw.body is None:
         raise BadDocument("document has no text")
+    if not isinstance(raw.body, (str, bytes)):
+        raise BadDocument(f"text must be a string, not {type(raw.body).__name__}")
     text = decode_body(raw.body, max_bytes) if isinstance(raw.body, bytes) else check_text(raw.body, max_bytes)
+    check_metadata(raw.metadata)
     chunks = None
     if raw.chunks is not None:
+        s = get_settings()
+        if not isinstance(raw.chunks, list) or len(raw.chunks) > s.max_chunks_per_document:
+            raise BadDocument(f"chunks must be a list of at most {s.max_chunks_per_document:,} "
+                              "(SITUATE_MAX_CHUNKS_PER_DOCUMENT)")
         try:
             chunks = [ChunkInput.model_validate(c) for c in raw.chunks]
         except Exception as e:
-            raise BadDocument(f"invalid chunks: {e}") from None
+            raise BadDocument(f"invalid chunks: {str(e).splitlines()[0][:200]}") from None
         if not chunks or len({c.n for c in chunks}) != len(chunks):
             raise BadDocument("chunks must be a non-empty list with distinct chunk numbers")
         if any(not c.text.strip() for c in chunks):
             raise BadDocument("a pre-made chunk is empty")
-    if not isinstance(raw.metadata, dict):
-        raise BadDocument("metadata must be a JSON object")
+        size = sum(len(c.text.encode("utf-8", errors="surrogatepass")) for c in chunks)
+        if size > max_bytes:  # the chunks are stored and embedded too: the same limit as the text
+            raise BadDocument(f"pre-made chunks are {size:,} bytes, over the limit of {max_bytes:,} "
+                              "(SITUATE_MAX_DOCUMENT_BYTES)")
     return text, chunks
 
 
@@ -72,8 +82,10 @@ def submit_one(config: CollectionConfig, raw: RawDocument, run: str | None = Non
     try:
         text, chunks = _validate(raw, get_settings().max_document_bytes)
     except BadDocument as e:
-        if raw.doc_id and len(raw.doc_id) <= 512:
-            states.rejected(config.name, raw.doc_id, str(e))
+        try:  # recorded against a valid id only: a bad id must not become a key
+            states.rejected(config.name, check_doc_id(raw.doc_id), str(e))
+        except BadDocument:
+            pass
         return Submission(raw.doc_id, states.FAILED, error=str(e))
     version = content_version(text, chunks)
     meta = metadata_hash(raw.metadata)

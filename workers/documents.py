@@ -16,14 +16,19 @@ from pydantic import BaseModel, Field
 DOC_ID_MAX = 512
 
 
-class BadDocument(ValueError):
+class PublicError(Exception):
+    """An error whose message was written for the user: it is stored and shown as is. Any
+    other exception is reported by its type only (its text may hold internals)."""
+
+
+class BadDocument(PublicError, ValueError):
     """A document that can never be indexed as given; the message is shown to the user."""
 
 
 class ChunkInput(BaseModel):
     """A chunk supplied by the producer (pre-chunked input is kept exactly as given)."""
 
-    n: int = Field(ge=0)
+    n: int = Field(ge=0, le=10_000_000)
     text: str
 
 
@@ -84,9 +89,52 @@ def check_text(text: str, max_bytes: int) -> str:
 
 
 def check_doc_id(doc_id: str) -> str:
-    if not doc_id or len(doc_id) > DOC_ID_MAX or any(ord(c) < 32 for c in doc_id):
-        raise BadDocument(f"invalid doc_id {doc_id[:80]!r}: 1-{DOC_ID_MAX} printable characters")
+    """1-512 printable characters. A relative path is a fine id (``docs/guide.md``: folders are
+    ingested so), but not one that climbs or starts at the root, nor a Windows separator."""
+    if not isinstance(doc_id, str) or not doc_id or len(doc_id) > DOC_ID_MAX \
+            or any(ord(c) < 32 or ord(c) == 127 for c in doc_id):
+        raise BadDocument(f"invalid doc_id {str(doc_id)[:80]!r}: 1-{DOC_ID_MAX} printable characters")
+    if "\\" in doc_id or doc_id.startswith("/") or ".." in doc_id.split("/"):
+        raise BadDocument(f"invalid doc_id {doc_id[:80]!r}: no '\\', no leading '/', no '..' segment")
     return doc_id
+
+
+METADATA_KEYS = 64
+METADATA_DEPTH = 3
+METADATA_BYTES = 16_384
+
+
+def check_metadata(metadata: Any) -> dict[str, Any]:
+    """A document's metadata: a JSON object of at most 64 keys, 3 levels deep and 16 kB, with
+    keys of 1-128 printable characters. It is filterable in search and stored with every chunk,
+    so one document must not be able to bloat a whole collection."""
+    if not isinstance(metadata, dict):
+        raise BadDocument("metadata must be a JSON object")
+
+    def walk(value: Any, depth: int, keys: list[int]) -> None:
+        if isinstance(value, dict):
+            if depth > METADATA_DEPTH:
+                raise BadDocument(f"metadata is nested more than {METADATA_DEPTH} levels deep")
+            keys[0] += len(value)
+            for key, inner in value.items():
+                if not isinstance(key, str) or not 1 <= len(key) <= 128 or any(ord(c) < 32 for c in key):
+                    raise BadDocument(f"metadata key {str(key)[:40]!r}: 1-128 printable characters")
+                walk(inner, depth + 1, keys)
+        elif isinstance(value, list):
+            for inner in value:
+                if isinstance(inner, (dict, list)):
+                    raise BadDocument("metadata lists hold plain values (strings, numbers, booleans)")
+        elif not (value is None or isinstance(value, (str, int, float, bool))):
+            raise BadDocument(f"metadata value of type {type(value).__name__} is not JSON")
+
+    keys = [0]
+    walk(metadata, 1, keys)
+    if keys[0] > METADATA_KEYS:
+        raise BadDocument(f"metadata has {keys[0]} keys, over the limit of {METADATA_KEYS}")
+    size = len(json.dumps(metadata, default=str))
+    if size > METADATA_BYTES:
+        raise BadDocument(f"metadata is {size:,} bytes as JSON, over the limit of {METADATA_BYTES:,}")
+    return metadata
 
 
 def chunk_id(collection: str, doc_id: str, version: str, n: int) -> str:

@@ -20,7 +20,8 @@ from workers.contextualizers.claude import usage
 from workers.embedding import registry as embedders
 from workers.settings import get_settings
 from workers.storage import bodies, catalog, checkpoints, chunk_index, states
-from workers.storage.catalog import FUSIONS, LANGUAGES, SEARCH_FIELDS, SHAPING_FIELDS, CollectionConfig, CollectionError
+from workers.storage.catalog import (FUSIONS, LANGUAGES, SEARCH_FIELDS, SHAPING_FIELDS, CollectionConfig, CollectionError,
+                                     Conflict, NotAllowed)
 
 
 def ensure(name: str, **requested: Any) -> CollectionConfig:
@@ -53,12 +54,12 @@ def _check_same(config: CollectionConfig, requested: dict[str, Any]) -> None:
         return
     detail = ", ".join(f"{k}: stored {old!r}, asked {new!r}" for k, (old, new) in conflicts.items())
     if set(conflicts) <= set(SEARCH_FIELDS):
-        raise CollectionError(
+        raise Conflict(
             f"collection {config.name!r} has other search defaults ({detail}); they are fixed at creation: "
             "pass them per query instead (situate search --fusion/--dense-weight/--context-weight, "
             "or the same fields in the API's search body)"
         )
-    raise CollectionError(
+    raise Conflict(
         f"collection {config.name!r} was created with other settings ({detail}); "
         "these shape its index and cannot change: ingest into a new collection instead"
     )
@@ -86,6 +87,7 @@ def _new_config(name: str, requested: dict[str, Any]) -> CollectionConfig:
         if not config.model:
             config.model = models.DEFAULT_MODEL
         models.get(config.model)  # unknown model: an error now, not at the first call
+    check_allowed(config.contextualizer, config.model)
     if config.contextualizer == "llama":
         from workers.contextualizers import llama
 
@@ -96,6 +98,18 @@ def _new_config(name: str, requested: dict[str, Any]) -> CollectionConfig:
     if config.prompt and registry.is_model_written(config.contextualizer):
         prompts.check_template(config.prompt)
     return config
+
+
+def check_allowed(contextualizer: str, model: str) -> None:
+    """The deployment's allowlist (``SITUATE_ALLOWED_MODELS``): which contextualizers, and which
+    of their models, a collection may use. A caller cannot pick a costlier model than allowed."""
+    allowed = [a.strip() for a in get_settings().allowed_models.split(",") if a.strip()]
+    wanted = f"{contextualizer}:{model}" if model and contextualizer in registry.LLM_PROVIDERS else contextualizer
+    for rule in allowed:
+        if rule == "*" or rule == wanted or rule == contextualizer or rule == f"{contextualizer}:*":
+            return
+    raise NotAllowed(f"{wanted!r} is not allowed here (SITUATE_ALLOWED_MODELS: {', '.join(allowed)}); "
+                          "the operator can allow it")
 
 
 def delete(name: str) -> None:

@@ -19,7 +19,12 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SITUATE_", extra="ignore")
 
     redis_url: str = "redis://127.0.0.1:6379/0"
+    redis_ca_certs: str = ""          # CA bundle for rediss:// with a private CA
     opensearch_url: str = "http://127.0.0.1:9200"
+    opensearch_ca_certs: str = ""     # CA bundle for https:// with a private CA
+    opensearch_auth: str = ""         # "sigv4": Amazon OpenSearch Service, boto3 credentials
+    opensearch_region: str = ""
+    opensearch_service: str = "es"    # "aoss" for OpenSearch Serverless
     # Bodies are stored once and passed by reference; "redis" or "s3://bucket/prefix".
     body_store: str = "redis"
 
@@ -87,7 +92,21 @@ class Settings(BaseSettings):
     llama_n_ctx: int = 4096
     llama_threads: int = 0  # 0: llama.cpp's default
     llama_allow_amx: bool = False  # see contextualizers/llama.py: AMX builds crashed here
+    # The API (see producers/auth.py). The admin token; the address it is bound to (set by
+    # ``situate api``): beyond loopback, it refuses to start without a token.
     api_token: str = ""
+    api_host: str = "127.0.0.1"
+    # A request body over this is refused whole (413), chunked uploads included; a request
+    # with more documents than max_batch_documents likewise.
+    max_request_bytes: int = 32_000_000
+    max_batch_documents: int = 1000
+    # Near Redis's maxmemory, producers are told 503 + Retry-After instead of filling it.
+    redis_memory_high_water: float = 0.85
+    # What collections may use: "contextualizer" or "contextualizer:model", comma-separated, "*"
+    # for anything. The paid models beyond the default are the operator's choice, not a caller's.
+    allowed_models: str = "none,structural,keywords,llama,anthropic:claude-haiku-4-5,bedrock:claude-haiku-4-5"
+    # Local GGUF files (the llama contextualizer) are read from this folder only.
+    models_dir: str = ""
     # Python modules imported by workers and producers before they look a contextualizer up:
     # each may register its own (``workers.contextualizers.registry.register``).
     plugins: str = ""

@@ -1,4 +1,4 @@
-"""``situate ingest`` and ``situate drop``: documents in, collections out."""
+"""``situate ingest``, ``situate delete`` and ``situate drop``: documents in and out, collections out."""
 
 from __future__ import annotations
 
@@ -35,7 +35,10 @@ def ingest(
     json_output: bool = typer.Option(False, "--json", help="Print a JSON summary."),
 ) -> None:
     """Queue documents; by default wait until each is indexed or failed (exit 1 if any failed)."""
+    import time
+
     from producers import loaders, submit
+    from workers.storage import capacity
 
     if fmt not in loaders.FORMATS:
         fail(f"--format must be one of {loaders.FORMATS}")
@@ -55,8 +58,11 @@ def ingest(
     with progress:
         task = progress.add_task("queueing", total=None)
         for raw in loaders.load(paths, fmt):
+            while capacity.too_full():  # Redis near its limit: let the workers drain it first
+                progress.update(task, description="waiting for Redis to drain")
+                time.sleep(2)
             submissions.append(submit.submit_one(config, raw, run, batch))
-            progress.advance(task)
+            progress.update(task, description="queueing", advance=1)
         progress.update(task, total=len(submissions))
         if no_wait:
             final = {s.doc_id: {"doc_id": s.doc_id, "state": s.state, "error": s.error} for s in submissions}
@@ -101,3 +107,15 @@ def drop(collection: str = typer.Option(..., "--collection", "-c"),
         raise typer.Exit(1)
     lifecycle.delete(collection)
     out.print(f"dropped {collection}")
+
+
+def delete(ids: list[str] = typer.Argument(..., help="Document ids."),
+           collection: str = typer.Option(..., "--collection", "-c")) -> None:
+    """Delete documents: from the index and from Redis (exit 1 if one was not there)."""
+    from workers import lifecycle
+
+    existing(collection)
+    missing = [doc_id for doc_id in ids if not lifecycle.delete_document(collection, doc_id)]
+    out.print(f"{collection}: {len(ids) - len(missing)} deleted" + (f", not found: {', '.join(missing)}" if missing else ""))
+    if missing:
+        raise typer.Exit(1)

@@ -11,7 +11,7 @@ import sys
 
 import typer
 
-from producers.cli import documents, observe, processes, retrieval
+from producers.cli import documents, observe, processes, retrieval, tokens
 
 cli = typer.Typer(add_completion=False, no_args_is_help=True, help="Contextual Retrieval at production scale.")
 cli.command()(documents.ingest)
@@ -19,9 +19,11 @@ cli.command()(retrieval.search)
 cli.command()(observe.status)
 cli.command()(observe.stats)
 cli.command("eval")(retrieval.eval_cmd)
+cli.command()(documents.delete)
 cli.command()(documents.drop)
 cli.command()(processes.worker)
 cli.command()(processes.api)
+cli.add_typer(tokens.tokens, name="token")
 
 
 def main() -> None:

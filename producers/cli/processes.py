@@ -26,7 +26,7 @@ def worker(
     # N processes x all cores oversubscribes the CPU (measured: 8.6 -> 11.3 chunks/s on 2
     # cores with 2 processes when each takes its share).
     os.environ.setdefault("SITUATE_EMBED_THREADS", str(max(1, (os.cpu_count() or 1) // concurrency)))
-    chosen = expand(queues.split(",")) if queues else all_queues()
+    chosen = expand([q.strip() for q in queues.split(",") if q.strip()]) if queues else all_queues()
     argv = ["worker", "--queues", ",".join(chosen), "--concurrency", str(concurrency),
             "--loglevel", loglevel, "--pool", pool, "--events", "--without-gossip", "--without-mingle"]
     if hostname:
@@ -35,7 +35,20 @@ def worker(
 
 
 def api(host: str = typer.Option("127.0.0.1"), port: int = typer.Option(8000)) -> None:
-    """Serve the HTTP API (OpenAPI docs at /docs)."""
+    """Serve the HTTP API (OpenAPI docs at /docs). Beyond loopback, only with SITUATE_API_TOKEN."""
+    import os
+
     import uvicorn
 
-    uvicorn.run("producers.api:app", host=host, port=port, log_level="info")
+    from producers.auth import is_loopback
+    from producers.cli.common import fail
+    from workers import logs
+    from workers.settings import get_settings
+
+    if not is_loopback(host) and not get_settings().api_token:
+        fail(f"refusing to listen on {host} without a token: set SITUATE_API_TOKEN (the admin token), "
+             "then give callers their own with `situate token create`")
+    os.environ["SITUATE_API_HOST"] = host  # the app reads where it listens (see producers/auth.py)
+    get_settings.cache_clear()
+    logs.configure("INFO")
+    uvicorn.run("producers.api:app", host=host, port=port, log_config=None, access_log=True)

@@ -26,7 +26,10 @@ def test_auth_required_except_healthz(api_url, collection_name):
     r = httpx.get(f"{api_url}/v1/collections/{collection_name}/documents/a",
                   headers={"Authorization": "Bearer wrong"})
     assert r.status_code == 401
-    assert "/v1/collections/{collection}/search" in httpx.get(f"{api_url}/openapi.json").json()["paths"]
+    assert httpx.get(f"{api_url}/openapi.json").status_code == 401
+    schema = httpx.get(f"{api_url}/openapi.json", headers={"Authorization": f"Bearer {TOKEN}"}).json()
+    assert "/v1/collections/{collection}/search" in schema["paths"]
+    assert "DocumentIn" in str(schema["paths"]["/v1/collections/{collection}/documents"]["post"]["requestBody"])
 
 
 def test_submit_batch_state_and_search(worker, api_url, collection_name):

@@ -47,10 +47,15 @@ def test_llama_contexts_from_a_local_gguf(worker, collection_name, tmp_path):
     assert all(h.context.strip() for h in hits)
 
 
-def test_llama_without_a_model_file_is_refused_at_creation(collection_name, tmp_path):
-    result = run_cli("ingest", "--collection", collection_name, "--contextualizer", "llama",
-                     "--model", str(tmp_path / "nope.gguf"), str(tmp_path))
-    assert result.returncode == 2 and "nope.gguf" in result.stderr and "GGUF" in result.stderr
+def test_llama_model_files_come_only_from_the_models_folder(collection_name, tmp_path):
+    missing = run_cli("ingest", "--collection", collection_name, "--contextualizer", "llama",
+                      "--model", "nope.gguf", str(tmp_path))
+    assert missing.returncode == 2 and "nope.gguf" in missing.stderr and "GGUF" in missing.stderr
+    (tmp_path / "elsewhere.gguf").write_bytes(smollm2().read_bytes()[:1024])
+    for outside in (str(tmp_path / "elsewhere.gguf"), "../../../etc/passwd"):
+        refused = run_cli("ingest", "--collection", collection_name, "--contextualizer", "llama",
+                          "--model", outside, str(tmp_path))
+        assert refused.returncode == 2 and "not in SITUATE_MODELS_DIR" in refused.stderr.replace("\n", " ")
 
 
 def test_a_document_over_the_window_is_cut_to_a_fixed_head(monkeypatch):

@@ -10,8 +10,8 @@ is (one document, one queue), so each worker process holds one model and one loc
 A document over the context window is cut to a fixed head (not a window per chunk), so the
 prefix stays the same for all its chunks and stays reusable.
 
-The model file is the collection's ``model`` (a path, the same on every worker) or
-``SITUATE_LLAMA_MODEL``. Nothing is downloaded.
+The model file is the collection's ``model`` (a file name or path inside ``SITUATE_MODELS_DIR``,
+the same on every worker) or ``SITUATE_LLAMA_MODEL``. Nothing is downloaded.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from typing import Any, Iterator
 from workers.chunking import Chunk
 from workers.contextualizers import prompts
 from workers.contextualizers.base import Context, SourceDocument
+from workers.documents import PublicError
 from workers.settings import get_settings
 from workers.storage.catalog import CollectionConfig
 
@@ -35,15 +36,25 @@ _models: dict[str, Any] = {}
 _lock = threading.Lock()  # one generation at a time per process: the KV cache is per model
 
 
-class LocalLLMError(RuntimeError):
+class LocalLLMError(PublicError, RuntimeError):
     pass
 
 
 def model_path(config: CollectionConfig) -> Path:
-    path = Path(config.model or get_settings().llama_model).expanduser()
-    if not str(path) or not path.is_file():
-        raise LocalLLMError(f"llama contextualizer: no GGUF model file at {str(path)!r} "
-                            "(set the collection's --model or SITUATE_LLAMA_MODEL)")
+    """The GGUF file, which must lie in ``SITUATE_MODELS_DIR`` (a name is looked up there): a
+    caller names a model, never an arbitrary file of the worker's disk."""
+    s = get_settings()
+    if not s.models_dir:
+        raise LocalLLMError("llama contextualizer: set SITUATE_MODELS_DIR to the folder holding your GGUF files")
+    folder = Path(s.models_dir).expanduser().resolve()
+    name = config.model or s.llama_model
+    if not name:
+        raise LocalLLMError("llama contextualizer: name a GGUF file (the collection's --model or SITUATE_LLAMA_MODEL)")
+    path = (folder / Path(name).expanduser()).resolve()
+    if folder not in path.parents:
+        raise LocalLLMError(f"llama contextualizer: {name!r} is not in SITUATE_MODELS_DIR")
+    if not path.is_file() or path.suffix.lower() != ".gguf":
+        raise LocalLLMError(f"llama contextualizer: no GGUF model file {name!r} in SITUATE_MODELS_DIR")
     return path
 
 

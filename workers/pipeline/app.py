@@ -11,10 +11,14 @@ JSON only: a pickle payload from the broker is code execution. Queues and their 
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 
 from celery import Celery
-from celery.signals import worker_init
+from celery.signals import setup_logging, task_postrun, task_prerun, worker_init
+
+from workers import logs
+from workers.connections import broker_ssl
 
 from workers.pipeline.delivery import Heartbeat
 from workers.pipeline.routing import CHUNK_QUEUE, INDEX_QUEUE, PRIORITY_SEP, PRIORITY_STEPS
@@ -47,6 +51,7 @@ def make_app() -> Celery:
                                   "priority_steps": PRIORITY_STEPS, "sep": PRIORITY_SEP,
                                   "queue_order_strategy": "priority"},
         broker_connection_retry_on_startup=True,
+        broker_use_ssl=broker_ssl(),
         task_time_limit=s.task_time_limit_s,
         task_soft_time_limit=s.task_time_limit_s - 60,
         task_default_queue=CHUNK_QUEUE,
@@ -67,6 +72,34 @@ app = make_app()
 # longer) would otherwise spend while its first documents wait.
 PRELOAD = {"ANTHROPIC_API_KEY": "anthropic", "ANTHROPIC_AUTH_TOKEN": "anthropic", "VOYAGE_API_KEY": "voyageai",
            "AWS_ENDPOINT_URL_BEDROCK_RUNTIME": "boto3", "AWS_ACCESS_KEY_ID": "boto3", "AWS_PROFILE": "boto3"}
+
+
+@setup_logging.connect
+def json_logs(loglevel=None, **_) -> None:
+    """Celery leaves logging to us when this signal has a receiver: JSON lines, no secrets."""
+    logs.configure(loglevel if isinstance(loglevel, str) else logging.getLevelName(loglevel or logging.INFO))
+
+
+_bound: dict[str, object] = {}
+
+
+@task_prerun.connect
+def bind_document(task_id=None, task=None, args=None, **_) -> None:
+    """Every line logged while a stage runs says which document, version and task it is about."""
+    fields = {"task_id": task_id, "task": getattr(task, "name", None)}
+    if args and len(args) >= 3 and getattr(task, "name", "").startswith("situate."):
+        fields.update(collection=args[0], doc_id=args[1], version=args[2])
+    _bound[task_id] = logs.bind(**fields)
+
+
+@task_postrun.connect
+def unbind_document(task_id=None, **_) -> None:
+    token = _bound.pop(task_id, None)
+    if token is not None:
+        try:
+            logs.unbind(token)
+        except ValueError:  # bound in another context (a thread pool's other thread): nothing to undo
+            pass
 
 
 @worker_init.connect

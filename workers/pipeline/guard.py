@@ -20,7 +20,7 @@ from opensearchpy.exceptions import ConnectionError as OpenSearchConnectionError
 from redis.exceptions import ConnectionError as RedisConnectionError, TimeoutError as RedisTimeoutError
 
 from workers.connections import redis_client
-from workers.documents import BadDocument
+from workers.documents import BadDocument, PublicError
 from workers.settings import get_settings
 from workers.storage import states
 from workers.storage.chunk_index import WriteNotNow
@@ -135,7 +135,12 @@ class PipelineTask(Task):
         if len(args) < 3:
             return
         stage = self.name.split(".", 1)[1]
-        reason = str(exc) if isinstance(exc, BadDocument) else f"{stage} failed: {type(exc).__name__}: {exc}"
+        if isinstance(exc, BadDocument):
+            reason = str(exc)
+        elif isinstance(exc, PublicError):  # written for the user
+            reason = f"{stage} failed: {exc}"
+        else:  # its text may hold internals (a URL, a path): the log has it, the caller the type
+            reason = f"{stage} failed: internal error ({type(exc).__name__}); the worker log has it under task {task_id}"
         try:
             fail_document(self.name, args, reason)
         except Exception:  # Redis itself gone: the message is delivered again later anyway

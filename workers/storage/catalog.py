@@ -28,7 +28,23 @@ FUSIONS = ("rrf", "weighted")
 
 
 class CollectionError(ValueError):
+    """A collection's settings conflict with what is asked, or are not allowed."""
+
+
+class NoSuchCollection(CollectionError):
     pass
+
+
+class BadName(CollectionError):
+    pass
+
+
+class Conflict(CollectionError):
+    """Asked for other settings than the collection was created with."""
+
+
+class NotAllowed(CollectionError):
+    """Settings the deployment does not allow (``SITUATE_ALLOWED_MODELS``)."""
 
 
 class CollectionConfig(BaseModel):
@@ -71,8 +87,8 @@ def _key(name: str) -> str:
 
 
 def validate_name(name: str) -> str:
-    if not NAME_RE.match(name):
-        raise CollectionError(
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise BadName(
             f"invalid collection name {name!r}: use 1-63 lowercase letters, digits, '-' or '_'"
         )
     return name
@@ -81,7 +97,7 @@ def validate_name(name: str) -> str:
 def load(name: str) -> CollectionConfig:
     raw = redis_client().get(_key(validate_name(name)))
     if raw is None:
-        raise CollectionError(f"collection {name!r} does not exist")
+        raise NoSuchCollection(f"collection {name!r} does not exist")
     return CollectionConfig.model_validate_json(raw)
 
 

@@ -22,7 +22,7 @@ from typing import Any
 from opensearchpy import helpers
 
 from workers.connections import opensearch_client
-from workers.documents import chunk_id
+from workers.documents import PublicError, chunk_id
 from workers.embedding import registry as embedders
 from workers.storage.catalog import CollectionConfig
 
@@ -79,8 +79,10 @@ def mapping(config: CollectionConfig) -> dict[str, Any]:
                 "context": text,
                 "start": {"type": "integer", "index": False},
                 "end": {"type": "integer", "index": False},
-                # Users' metadata: strings become keywords (exact filters), numbers stay numbers.
-                "metadata": {"type": "object", "dynamic": True},
+                # Users' metadata, one field however many keys it has (a dynamic mapping would
+                # let one document with a thousand keys use up the index's field limit for the
+                # whole collection); its leaves are keywords, filtered as ``metadata.<key>``.
+                "metadata": {"type": "flat_object"},
                 "vector": {
                     "type": "knn_vector",
                     "dimension": embedders.dimension(config.embedder, config.embed_model),
@@ -88,10 +90,6 @@ def mapping(config: CollectionConfig) -> dict[str, Any]:
                                "parameters": {"m": 16, "ef_construction": 128}},
                 },
             },
-            "dynamic_templates": [
-                {"metadata_strings": {"path_match": "metadata.*", "match_mapping_type": "string",
-                                      "mapping": {"type": "keyword", "ignore_above": 1024}}},
-            ],
         },
     }
 
@@ -111,7 +109,7 @@ def delete_index(config: CollectionConfig) -> None:
     opensearch_client().indices.delete(index=config.index_name, ignore_unavailable=True)
 
 
-class WriteRefused(RuntimeError):
+class WriteRefused(PublicError, RuntimeError):
     """OpenSearch refused some of a document's chunks, for good (a mapping error, say)."""
 
 

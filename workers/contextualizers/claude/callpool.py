@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import itertools
 import queue
 import threading
@@ -29,8 +30,10 @@ class CallPool:
             threading.Thread(target=self._serve, name=f"llm-{i}", daemon=True).start()
 
     def submit(self, priority: int, fn: Callable[..., Any], *args: Any) -> Future:
+        """Runs ``fn(*args)`` in the caller's context (its log fields: which document)."""
         future: Future = Future()
-        self._queue.put((priority, next(self._order), future, fn, args))
+        context = contextvars.copy_context()
+        self._queue.put((priority, next(self._order), future, lambda: context.run(fn, *args), ()))
         return future
 
     def _serve(self) -> None:

@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
 from workers import models
+from workers.documents import PublicError
 from workers.settings import get_settings
 
 
-class LLMError(RuntimeError):
+class LLMError(PublicError, RuntimeError):
     """A chunk that cannot be situated (after retries, or a permanent refusal)."""
 
 

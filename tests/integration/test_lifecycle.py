@@ -1,0 +1,55 @@
+"""Deleting a document and dropping a collection, through the API, the client and the CLI: gone
+from the index, and nothing of them left in Redis."""
+
+from __future__ import annotations
+
+from harness import Api
+from producers.client import SituateClient
+from tests.support import ingest, run_cli
+from workers.connections import redis_client
+from workers.storage import catalog, chunk_index, states
+
+TOKEN = "lifecycle-admin-token"
+
+
+def redis_keys_of(collection: str) -> list[str]:
+    r = redis_client()
+    return sorted(k for k in r.scan_iter(f"*{collection}*", count=1000))
+
+
+def test_delete_documents_and_drop_the_collection(worker, collection_name):
+    docs = [{"id": f"d{i}", "text": f"# Note {i}\n\nOtter fact number {i}: they use tools."} for i in range(4)]
+    final = ingest(collection_name, docs, contextualizer="keywords")
+    assert all(d["state"] == "indexed" for d in final.values())
+    config = catalog.load(collection_name)
+    assert chunk_index.count(config) == 4
+
+    api = Api(env={"SITUATE_API_TOKEN": TOKEN})
+    try:
+        with SituateClient(api.url, token=TOKEN) as client:
+            assert client.delete_document(collection_name, "d0") == {"deleted": "d0"}
+            chunk_index.refresh(config)
+            assert chunk_index.count(config, "d0") == 0 and states.get(collection_name, "d0") is None
+            assert all(h["doc_id"] != "d0" for h in client.search(collection_name, "otter fact number 0", k=10))
+
+            result = run_cli("delete", "-c", collection_name, "d1", "d2")
+            assert result.returncode == 0, result.stderr
+            chunk_index.refresh(config)
+            assert chunk_index.count(config) == 1 and states.counts(collection_name) == {"indexed": 1}
+
+            assert client.delete_collection(collection_name) == {"deleted": collection_name}
+    finally:
+        api.stop()
+    from workers.connections import opensearch_client
+
+    assert not opensearch_client().indices.exists(index=config.index_name)
+    assert not catalog.exists(collection_name)
+    assert redis_keys_of(collection_name) == []
+
+
+def test_dropping_from_the_cli_leaves_nothing_behind(worker, collection_name):
+    ingest(collection_name, [{"id": "a", "text": "Kelp forests shelter otters."}], contextualizer="none")
+    assert redis_keys_of(collection_name)
+    result = run_cli("drop", "-c", collection_name, "--yes")
+    assert result.returncode == 0, result.stderr
+    assert redis_keys_of(collection_name) == [] and not catalog.exists(collection_name)
