@@ -70,7 +70,7 @@ class Config:
     # ``fail_marker`` gets a 400, one containing ``empty_marker`` an empty answer.
     fail_marker: str = ""
     empty_marker: str = ""
-    huge_marker: str = ""   # an answer of 20,000 words, as a model that does not stop
+    huge_marker: str = ""   # an answer as long as max_tokens allows, as a model that rambles
     # A share of answers ``slow_s`` later than usual: slower than a client's timeout, they are
     # paid for (the work is done) but the client has given up and asks again.
     p_slow: float = 0.0
@@ -307,7 +307,7 @@ def make_app(standin: StandIn) -> FastAPI:
         if standin.config.empty_marker and standin.config.empty_marker in last:
             text = ""
         if standin.config.huge_marker and standin.config.huge_marker in last:
-            text = " ".join(["situated"] * 20_000)
+            text = " ".join(["rambling"] * max_tokens)  # as long as max_tokens lets a model go
         u["output_tokens"] = count_tokens(text)
         gen = u["output_tokens"] * standin.config.output_s_per_tok
         msg_id = "msg_" + uuid.uuid4().hex[:24]

@@ -143,3 +143,32 @@ def wait(config: CollectionConfig, submissions: list[Submission], timeout: float
     for doc_id in pending:
         final[doc_id] = states.get(config.name, doc_id) or {"doc_id": doc_id, "state": "unknown"}
     return final
+
+
+@dataclass
+class Retry:
+    doc_id: str
+    outcome: str  # queued | not failed | body gone | no document
+    error: str | None = None
+
+
+def retry_failed(config: CollectionConfig, doc_ids: list[str] | None = None) -> list[Retry]:
+    """Queue failed documents again from the body they were submitted with (kept while they
+    are failed): contexts already paid for are checkpointed, so a retry pays only for the rest."""
+    out = []
+    for doc_id in doc_ids if doc_ids is not None else states.doc_ids(config.name, states.FAILED):
+        doc = states.get(config.name, doc_id)
+        if doc is None:
+            out.append(Retry(doc_id, "no document"))
+        elif doc["state"] != states.FAILED:
+            out.append(Retry(doc_id, "not failed"))
+        elif not doc.get("version") or body_store().get(config.name, doc_id, doc["version"]) is None:
+            out.append(Retry(doc_id, "body gone", "submit the document again"))
+        else:
+            queued, _ = states.submit(config.name, doc_id, doc["version"], doc.get("meta_hash", ""),
+                                      get_settings().stale_after_s)
+            if queued:
+                app.send_task(CHUNK_TASK, args=(config.name, doc_id, doc["version"]), queue=CHUNK_QUEUE,
+                              priority=CHUNK_PRIORITY)
+            out.append(Retry(doc_id, "queued", doc.get("error")))
+    return out

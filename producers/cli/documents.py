@@ -1,4 +1,4 @@
-"""``situate ingest``, ``situate delete`` and ``situate drop``: documents in and out, collections out."""
+"""Documents in and out: ``ingest``, ``delete``, ``failed``, ``retry``; collections out: ``drop``."""
 
 from __future__ import annotations
 
@@ -118,4 +118,49 @@ def delete(ids: list[str] = typer.Argument(..., help="Document ids."),
     missing = [doc_id for doc_id in ids if not lifecycle.delete_document(collection, doc_id)]
     out.print(f"{collection}: {len(ids) - len(missing)} deleted" + (f", not found: {', '.join(missing)}" if missing else ""))
     if missing:
+        raise typer.Exit(1)
+
+
+def failed(collection: str = typer.Option(..., "--collection", "-c"),
+           limit: int = typer.Option(100, help="At most this many."),
+           json_output: bool = typer.Option(False, "--json")) -> None:
+    """Failed documents, with their reasons."""
+    from workers.storage import states
+
+    existing(collection)
+    rows = [d for d in states.get_many(collection, states.doc_ids(collection, states.FAILED, limit)) if d]
+    if json_output:
+        print(json.dumps([{"doc_id": d["doc_id"], "error": d["error"]} for d in rows]))
+        return
+    for d in rows:
+        out.print(f"[red]failed[/red] {d['doc_id']}: {d['error']}", highlight=False)
+    out.print(f"{len(rows)} failed" + (" (first ones shown; --limit)" if len(rows) == limit else ""))
+
+
+def retry(ids: list[str] = typer.Argument(None, help="Document ids (default: every failed one)."),
+          collection: str = typer.Option(..., "--collection", "-c"),
+          no_wait: bool = typer.Option(False, "--no-wait"),
+          json_output: bool = typer.Option(False, "--json")) -> None:
+    """Queue failed documents again; contexts already paid for are not paid twice."""
+    from producers import submit
+    from workers.storage import states
+
+    config = existing(collection)
+    retried = submit.retry_failed(config, ids or None)
+    queued = [r for r in retried if r.outcome == "queued"]
+    final = {}
+    if queued and not no_wait:
+        final = submit.wait(config, [submit.Submission(r.doc_id, "queued",
+                                                       (states.get(collection, r.doc_id) or {}).get("version"))
+                                     for r in queued])
+    rows = [{"doc_id": r.doc_id, "retry": r.outcome, "state": final.get(r.doc_id, {}).get("state"),
+             "error": final.get(r.doc_id, {}).get("error") or (r.error if r.outcome != "queued" else None)}
+            for r in retried]
+    if json_output:
+        print(json.dumps(rows))
+    else:
+        for row in rows:
+            out.print(f"{row['doc_id']}: {row['retry']}" + (f" -> {row['state']}" if row["state"] else "")
+                      + (f" ({row['error']})" if row["error"] else ""), highlight=False)
+    if any(row["state"] == "failed" or row["retry"] == "body gone" for row in rows):
         raise typer.Exit(1)

@@ -80,11 +80,17 @@ def test_failed_chunk_fails_the_document_and_a_retry_pays_only_what_is_missing(w
     paid = standin.stats()["requests"]
     assert paid == 4  # the four other chunks were situated, and checkpointed
 
+    listed = json.loads(run_cli("failed", "-c", collection_name, "--json").stdout)
+    assert [d["doc_id"] for d in listed] == ["flaky"] and "refused" in listed[0]["error"]
+
     standin.configure()  # the provider accepts the chunk now
-    result = ingest(collection_name, path)
+    result = run_cli("retry", "-c", collection_name, "--json")
     assert result.returncode == 0, result.stdout + result.stderr
+    assert json.loads(result.stdout) == [{"doc_id": "flaky", "retry": "queued", "state": "indexed", "error": None}]
     assert standin.stats()["requests"] == 1, "only the missing chunk may be paid for again"
     assert states.get(collection_name, "flaky")["chunks"] == 5
+    again = ingest(collection_name, path)  # and the same content again: unchanged, free
+    assert json.loads(again.stdout)["unchanged"] == 1 and standin.stats()["requests"] == 1
 
 
 def test_empty_answer_is_an_error_not_an_empty_context(worker, standin, collection_name, tmp_path):

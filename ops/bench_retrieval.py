@@ -1,0 +1,87 @@
+"""``ops/bench pipeline`` and ``ops/bench search``: ingest speed against the embedder's own, and
+search latency and Pass@k through the HTTP API, on the cookbook corpus.
+
+pipeline  Ingest the cookbook corpus (737 chunks) through real worker processes and compare
+          chunks/s end to end with the embedder's own passages/s on the same texts: their
+          ratio is what the pipeline (queues, Redis, chunk bookkeeping, OpenSearch) costs.
+search    The 248 cookbook queries through the HTTP API: latency p50/p95 and Pass@5/10/20.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+from harness import Api, Worker
+from bench_common import CORPUS
+
+
+def bench_pipeline(args) -> None:
+    from producers import loaders, submit
+    from workers import lifecycle
+    from workers.chunking import guess_language, locate
+    from workers.contextualizers import registry
+    from workers.contextualizers.base import SourceDocument, contextualized_text
+    from workers.embedding import registry as embedders
+
+    docs = list(loaders.load_cookbook(CORPUS / "codebase_chunks.json"))
+    name = f"bench-{uuid.uuid4().hex[:6]}"
+    config = lifecycle.ensure(name, contextualizer=args.contextualizer)
+    worker = Worker(args.concurrency)
+    try:
+        started = time.perf_counter()
+        subs = submit.submit(config, docs)
+        final = submit.wait(config, subs)
+        elapsed = time.perf_counter() - started
+    finally:
+        worker.stop()
+    failed = [d for d in final.values() if d["state"] != "indexed"]
+    chunks = sum(d.get("chunks", 0) for d in final.values())
+
+    # Reference, same texts, same machine: the embedder alone, in this process.
+    ctx = registry.for_collection(config)
+    texts = []
+    for d in docs:
+        text = d.body if isinstance(d.body, str) else d.body.decode()
+        chunk_list = locate(text, [(c["n"], c["text"]) for c in d.chunks])
+        source = SourceDocument(name, d.doc_id, "", text, guess_language(text, d.metadata), d.metadata)
+        texts += [contextualized_text(c.text, chunk.text) for chunk, c in ctx.contextualize(source, chunk_list)]
+    embedder = embedders.get(config.embedder, config.embed_model)
+    embedder.embed_documents(texts[:32])  # warm-up
+    t0 = time.perf_counter()
+    embedder.embed_documents(texts)
+    embed_s = time.perf_counter() - t0
+    lifecycle.delete(name)
+
+    pipeline_rate, embed_rate = chunks / elapsed, len(texts) / embed_s
+    print(json.dumps({"bench": "pipeline", "contextualizer": args.contextualizer, "worker_processes": args.concurrency,
+                      "documents": len(docs), "failed": len(failed), "chunks": chunks,
+                      "seconds": round(elapsed, 1), "chunks_per_s": round(pipeline_rate, 2),
+                      "embedder_passages_per_s": round(embed_rate, 2),
+                      "pipeline_over_embedder": round(pipeline_rate / embed_rate, 3)}))
+
+
+def bench_search(args) -> None:
+    import httpx
+
+    from producers.evaluate import KS, Retrieved, evaluate, load_queries
+    from workers.storage import catalog
+
+    config = catalog.load(args.collection)
+    queries = load_queries(CORPUS / "evaluation_set.jsonl")
+    api = Api()
+    try:
+        with httpx.Client(base_url=api.url, timeout=30) as http:
+            def run(q: str, k: int):
+                r = http.post(f"/v1/collections/{config.name}/search", json={"query": q, "k": k})
+                r.raise_for_status()
+                return [Retrieved(h["doc_id"], h["chunk"], h["text"]) for h in r.json()["hits"]]
+            run(queries[0].query, 20)  # warm-up: loads the query embedder in the API process
+            result = evaluate(queries, run)
+    finally:
+        api.stop()
+    print(json.dumps({"bench": "search", "collection": config.name, "contextualizer": config.contextualizer,
+                      "queries": result.queries, **{f"pass@{k}": round(result.pass_at[k], 2) for k in KS},
+                      "latency_ms_p50": round(result.latency_ms_p50, 1),
+                      "latency_ms_p95": round(result.latency_ms_p95, 1)}))
