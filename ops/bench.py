@@ -5,6 +5,7 @@ with, measured in the same run on the same machine.
     search    search latency and Pass@k through the HTTP API            (bench_retrieval)
     situate   cache reads, cost, scaling and rate limits against the stand-in LLM (bench_situate)
     memory    Redis memory through a 10,000-document run                 (bench_memory)
+    corpora   the offline defaults against plain chunks on every public corpus (bench_corpora)
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("SITUATE_ALLOWED_MODELS", "*")  # the cookbook's model, against the stand-in
 
+import bench_corpora  # noqa: E402
 import bench_memory  # noqa: E402
 import bench_retrieval  # noqa: E402
 import bench_situate  # noqa: E402
@@ -31,6 +33,7 @@ def main() -> None:
     p.set_defaults(fn=bench_retrieval.bench_pipeline)
     s = sub.add_parser("search")
     s.add_argument("--collection", default="cookbook")
+    s.add_argument("--queries", default="", help="labelled queries (cookbook format; default: the cookbook's)")
     s.set_defaults(fn=bench_retrieval.bench_search)
     b = sub.add_parser("situate")
     b.add_argument("--limit-only", action="store_true", help="only the demand and half-demand runs")
@@ -39,6 +42,10 @@ def main() -> None:
     m.add_argument("--documents", type=int, default=10_000)
     m.add_argument("--workers", type=int, default=2)
     m.set_defaults(fn=bench_memory.bench_memory)
+    c = sub.add_parser("corpora")
+    c.add_argument("--report", default=str(Path(__file__).resolve().parents[1] / ".services" / "report-corpora"))
+    c.add_argument("--prefix", default="bench-", help="collection names' prefix (they are dropped and rebuilt)")
+    c.set_defaults(fn=bench_corpora.bench_corpora)
     args = parser.parse_args()
     args.fn(args)
 

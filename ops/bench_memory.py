@@ -17,7 +17,7 @@ import uuid
 
 from harness import StandIn, Worker
 
-MODEL = "claude-3-haiku-20240307"
+MODEL = "claude-haiku-5-5"
 FAST = {"base_latency_s": 0.01, "uncached_s_per_ktok": 0.005, "read_s_per_ktok": 0.0, "output_s_per_tok": 0.0001}
 
 

@@ -20,7 +20,7 @@ from typing import Annotated, Any, Union
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from producers import auth
@@ -223,7 +223,7 @@ def create_collection(collection: str, body: CollectionIn) -> dict[str, Any]:
 def get_collection(collection: str) -> dict[str, Any]:
     config = catalog.load(collection)
     return {"settings": catalog.describe(config), "documents": states.counts(collection),
-            "chunks_indexed": chunk_index.count(config)}
+            "chunks_indexed": chunk_index.count(config), "warning": lifecycle.model_warning(config) or None}
 
 
 @app.delete("/v1/collections/{collection}", dependencies=[Depends(allowed("admin"))])
@@ -310,13 +310,18 @@ def delete_document(collection: str, doc_id: str) -> dict[str, Any]:
 
 @app.post("/v1/collections/{collection}/search", response_model=SearchOut,
           dependencies=[Depends(allowed("read"))])
-async def search_collection(collection: str, body: SearchIn) -> SearchOut:
+async def search_collection(collection: str, body: SearchIn, response: Response) -> SearchOut:
+    """Hits, and where the time went in a ``Server-Timing`` header (embed, opensearch, fusion,
+    fetch, rerank: milliseconds)."""
     config = catalog.load(collection)
     options = SearchOptions(mode=body.mode, fusion=body.fusion, context_weight=body.context_weight,
                             dense_weight=body.dense_weight, reranker=body.reranker)
+    timings: dict[str, float] = {}
     try:  # the query embedding is CPU work: keep it off the event loop
-        hits = await run_in_threadpool(search, config, body.query, body.k, body.filters, options=options)
+        hits = await run_in_threadpool(search, config, body.query, body.k, body.filters, options=options,
+                                       timings=timings)
     except ValueError as e:  # an unknown reranker, say
         raise HTTPException(422, str(e)) from None
+    response.headers["Server-Timing"] = ", ".join(f"{name};dur={ms:.1f}" for name, ms in timings.items())
     return SearchOut(hits=[HitOut(doc_id=h.doc_id, chunk=h.chunk, score=h.score, text=h.text, context=h.context,
                                   metadata=h.metadata) for h in hits])

@@ -124,36 +124,43 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
+def grade_query(q: LabelledQuery, ranked: list[Retrieved]) -> dict[str, Any]:
+    """One query's row: the rank (1-based) at which each golden chunk is first found (None if
+    not in the top 20), and its Pass@k."""
+    first_rank = [next((i for i, hit in enumerate(ranked[:max(KS)], 1) if found_by(g, hit)), None) for g in q.gold]
+    row: dict[str, Any] = {"query": q.query, "gold_ranks": first_rank}
+    for k in KS:
+        row[f"pass@{k}"] = sum(1 for r in first_rank if r is not None and r <= k) / len(q.gold)
+    return row
+
+
+def summarize(label: str, rows: list[dict[str, Any]], latencies: list[float] | None = None) -> EvalResult:
+    """Pass@k, Recall@k and MRR@10 of graded rows (``grade_query``)."""
+    found = {k: sum(sum(1 for r in row["gold_ranks"] if r is not None and r <= k) for row in rows) for k in KS}
+    gold = sum(len(row["gold_ranks"]) for row in rows)
+    reciprocal = []
+    for row in rows:
+        best = min((r for r in row["gold_ranks"] if r is not None), default=None)
+        reciprocal.append(1.0 / best if best is not None and best <= MRR_K else 0.0)
+    latencies = latencies or []
+    return EvalResult(
+        label, len(rows),
+        {k: 100 * statistics.fmean(row[f"pass@{k}"] for row in rows) if rows else 0.0 for k in KS},
+        {k: 100 * found[k] / gold if gold else 0.0 for k in KS},
+        statistics.fmean(reciprocal) if reciprocal else 0.0,
+        percentile(latencies, 0.5), percentile(latencies, 0.95), rows)
+
+
 def evaluate(queries: list[LabelledQuery], search: Callable[[str, int], list[Retrieved]],
              label: str = "hybrid") -> EvalResult:
     """``search(query, k)`` returns the ranked results of one configuration."""
-    k_max = max(KS)
-    passes: dict[int, list[float]] = {k: [] for k in KS}
-    found_total = {k: 0 for k in KS}
-    gold_total = 0
-    reciprocal, latencies, per_query = [], [], []
+    rows, latencies = [], []
     for q in queries:
         started = time.perf_counter()
-        ranked = search(q.query, k_max)[:k_max]
+        ranked = search(q.query, max(KS))
         latencies.append((time.perf_counter() - started) * 1000)
-        # rank (1-based) at which each golden chunk is first found, None if not in the top k_max
-        first_rank = [next((i for i, hit in enumerate(ranked, 1) if found_by(g, hit)), None) for g in q.gold]
-        row: dict[str, Any] = {"query": q.query, "gold_ranks": first_rank}
-        for k in KS:
-            hits = sum(1 for r in first_rank if r is not None and r <= k)
-            passes[k].append(hits / len(q.gold))
-            found_total[k] += hits
-            row[f"pass@{k}"] = hits / len(q.gold)
-        gold_total += len(q.gold)
-        best = min((r for r in first_rank if r is not None), default=None)
-        reciprocal.append(1.0 / best if best is not None and best <= MRR_K else 0.0)
-        per_query.append(row)
-    return EvalResult(
-        label, len(queries),
-        {k: 100 * statistics.fmean(v) for k, v in passes.items()} if queries else {k: 0.0 for k in KS},
-        {k: 100 * found_total[k] / gold_total if gold_total else 0.0 for k in KS},
-        statistics.fmean(reciprocal) if reciprocal else 0.0,
-        percentile(latencies, 0.5), percentile(latencies, 0.95), per_query)
+        rows.append(grade_query(q, ranked))
+    return summarize(label, rows, latencies)
 
 
 @dataclass

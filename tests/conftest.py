@@ -16,7 +16,7 @@ sys.path.insert(0, str(ROOT / "ops"))
 os.environ.setdefault("SITUATE_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 os.environ["SITUATE_REDIS_URL"] = os.environ["SITUATE_TEST_REDIS_URL"]
 os.environ.pop("SITUATE_API_TOKEN", None)
-# The tests use the cookbook's model (claude-3-haiku) against the stand-in: allow any model.
+# The tests choose models freely against the stand-in: allow any.
 os.environ["SITUATE_ALLOWED_MODELS"] = "*"
 os.environ["SITUATE_LOG_FORMAT"] = "json"
 

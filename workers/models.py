@@ -2,15 +2,26 @@
 place. Costs, cache decisions (is this document long enough to cache?), long-document budgets
 and the rate limiter all read from here; so does the stand-in API used by tests and benchmarks.
 
-Prices are USD per million tokens (Anthropic list prices). A 5-minute cache write costs 1.25x
-base input, a 1-hour write 2x, a cache read 0.1x; Message Batches halve everything. Limits are
-per account and model, shared by all workers (see ``contextualizers.claude.ratelimit``); override them with
-``SITUATE_RATE_LIMITS`` to match your tier.
+Prices are USD per million tokens, from Anthropic's pricing and model pages (read 2026-11-30).
+A 5-minute cache write costs 1.25x base input, a 1-hour write 2x; a cache read 0.1x on most
+models, less on the newest (``read_multiplier``); Message Batches halve everything. Claude
+Haiku 5.5 is priced by prompt length: a prompt over 100,000 tokens pays its higher rates on
+every token. Cache minimums marked "assumed" were not published where we looked: a breakpoint
+below the real minimum costs nothing (the API caches nothing and says so in usage), so a low
+guess is the safe one. Limits are per account and model, shared by all workers (see
+``contextualizers.claude.ratelimit``); ``SITUATE_RATE_LIMITS`` sets your tier's.
+
+``SITUATE_MODELS`` adds or overrides models without a release:
+``{"claude-x": {"input": 1.0, "output": 5.0, "min_cacheable_tokens": 2048, "bedrock_id": "..."}}``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import datetime
+import json
+import os
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -30,6 +41,23 @@ class ModelSpec:
     bedrock_id: str | None = None
     limits: Limits = Limits(rpm=50, itpm=50_000, otpm=10_000)
     batch_discount: float = 0.5
+    read_multiplier: float = 0.1
+    # Characters per token for the estimate (the tokenizer of Claude 4.7 and later counts the
+    # same text ~30% longer than earlier models').
+    chars_per_token: float = 3.6
+    end_of_life: str = ""          # ISO date: deprecated until then, retired after
+    # Prompts over this many tokens pay the ``long_*`` rates on every token (Haiku 5.5).
+    long_prompt_tokens: int | None = None
+    long_input: float = 0.0
+    long_output: float = 0.0
+    # Request fields a model needs for a plain, short answer (no thinking where it can be off).
+    request_extras: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+
+    def rates(self, prompt_tokens: int) -> tuple[float, float]:
+        """(input, output) USD per million tokens for a prompt of this size."""
+        if self.long_prompt_tokens and prompt_tokens > self.long_prompt_tokens:
+            return self.long_input, self.long_output
+        return self.input, self.output
 
     @property
     def cache_write_5m(self) -> float:
@@ -41,26 +69,60 @@ class ModelSpec:
 
     @property
     def cache_read(self) -> float:
-        return self.input * 0.1
+        return self.input * self.read_multiplier
 
+
+NEW_TOKENIZER = 2.8  # ~3.6 / 1.3
+NO_THINKING = {"thinking": {"type": "disabled"}}
 
 MODELS: dict[str, ModelSpec] = {m.id: m for m in [
-    ModelSpec("claude-3-haiku-20240307", 0.25, 1.25, 2048,
-              bedrock_id="anthropic.claude-3-haiku-20240307-v1:0"),
-    ModelSpec("claude-3-5-haiku-20241022", 0.80, 4.00, 2048,
-              bedrock_id="anthropic.claude-3-5-haiku-20241022-v1:0"),
-    ModelSpec("claude-haiku-4-5", 1.00, 5.00, 4096,
-              bedrock_id="anthropic.claude-haiku-4-5-20251001-v1:0"),
-    ModelSpec("claude-sonnet-4-5", 3.00, 15.00, 1024,
-              bedrock_id="anthropic.claude-sonnet-4-5-20250929-v1:0", limits=Limits(50, 30_000, 8_000)),
-    ModelSpec("claude-opus-4-1", 15.00, 75.00, 1024,
-              bedrock_id="anthropic.claude-opus-4-1-20250805-v1:0", limits=Limits(50, 30_000, 8_000)),
+    # Current (2026-11-30)
+    ModelSpec("claude-haiku-5-5", 0.10, 0.50, 2048, 1_000_000, "anthropic.claude-haiku-5-5",  # minimum assumed
+              chars_per_token=NEW_TOKENIZER, long_prompt_tokens=100_000, long_input=0.50, long_output=2.50,
+              request_extras=NO_THINKING),
+    ModelSpec("claude-sonnet-5-5", 2.00, 10.00, 1024, 1_000_000, "anthropic.claude-sonnet-5-5",  # minimum assumed
+              read_multiplier=0.05, chars_per_token=NEW_TOKENIZER, limits=Limits(50, 30_000, 8_000)),
+    ModelSpec("claude-opus-5-5", 4.00, 20.00, 512, 1_000_000, "anthropic.claude-opus-5-5",  # minimum assumed
+              read_multiplier=0.05, chars_per_token=NEW_TOKENIZER, limits=Limits(50, 30_000, 8_000)),
+    ModelSpec("claude-fable-5-1", 10.00, 50.00, 512, 1_000_000,  # minimum assumed
+              read_multiplier=0.025, chars_per_token=NEW_TOKENIZER, limits=Limits(50, 30_000, 8_000)),
+    ModelSpec("claude-haiku-4-5", 1.00, 5.00, 4096, bedrock_id="anthropic.claude-haiku-4-5-20251001-v1:0"),
+    # Legacy, still served
+    ModelSpec("claude-opus-5", 5.00, 25.00, 512, 1_000_000, "anthropic.claude-opus-5",
+              chars_per_token=NEW_TOKENIZER, limits=Limits(50, 30_000, 8_000)),
+    ModelSpec("claude-sonnet-5", 2.00, 10.00, 1024, 1_000_000, "anthropic.claude-sonnet-5",
+              chars_per_token=NEW_TOKENIZER, limits=Limits(50, 30_000, 8_000)),
+    ModelSpec("claude-opus-4-8", 5.00, 25.00, 1024, chars_per_token=NEW_TOKENIZER, limits=Limits(50, 30_000, 8_000)),
+    ModelSpec("claude-opus-4-7", 5.00, 25.00, 2048, chars_per_token=NEW_TOKENIZER, limits=Limits(50, 30_000, 8_000)),
+    ModelSpec("claude-opus-4-6", 5.00, 25.00, 4096, limits=Limits(50, 30_000, 8_000)),
+    ModelSpec("claude-sonnet-4-6", 3.00, 15.00, 1024, limits=Limits(50, 30_000, 8_000)),
+    # Deprecated (the anthropic SDK warns of these)
+    ModelSpec("claude-opus-4-5", 5.00, 25.00, 4096, bedrock_id="anthropic.claude-opus-4-5-20251101-v1:0",
+              end_of_life="2027-01-22", limits=Limits(50, 30_000, 8_000)),
+    ModelSpec("claude-sonnet-4-5", 3.00, 15.00, 1024, bedrock_id="anthropic.claude-sonnet-4-5-20250929-v1:0",
+              end_of_life="2026-11-30", limits=Limits(50, 30_000, 8_000)),
 ]}
-DEFAULT_MODEL = "claude-haiku-4-5"
+DEFAULT_MODEL = "claude-haiku-5-5"
 # The default cache entry lives 5 minutes from its last hit. A document part that starts later
 # than this after the last call on its document must warm the cache again, not assume a read.
 CACHE_TTL_S = 300
 CACHE_TRUST_S = 240  # the margin covers clock skew between workers and time in flight
+
+
+def _overrides() -> None:
+    """``SITUATE_MODELS``: models of the operator's own, or corrections to ours."""
+    raw = os.environ.get("SITUATE_MODELS", "").strip()
+    if not raw:
+        return
+    known = {f.name for f in fields(ModelSpec)}
+    for model_id, values in json.loads(raw).items():
+        values = {k: v for k, v in values.items() if k in known and k != "id"}
+        if isinstance(values.get("limits"), dict):
+            values["limits"] = Limits(**values["limits"])
+        MODELS[model_id] = replace(MODELS[model_id], **values) if model_id in MODELS else ModelSpec(model_id, **values)
+
+
+_overrides()
 
 
 def get(model: str) -> ModelSpec:
@@ -70,20 +132,50 @@ def get(model: str) -> ModelSpec:
     for spec in MODELS.values():
         if spec.bedrock_id and (model == spec.bedrock_id or model.endswith("." + spec.bedrock_id)):
             return spec
-    raise ValueError(f"unknown model {model!r}; known: {sorted(MODELS)} (add it to workers/models.py)")
+    raise ValueError(f"unknown model {model!r}; known: {sorted(MODELS)} (add it with SITUATE_MODELS)")
 
 
-def estimate_tokens(text: str) -> int:
-    """A tokenizer-free estimate (~3.6 characters per token for English and code), used for
-    budgets and rate-limit reservations; real counts come back in each response's usage."""
-    return max(1, round(len(text) / 3.6))
+def lifecycle_note(spec: ModelSpec, today: datetime.date | None = None) -> tuple[str, str]:
+    """("active" | "deprecated" | "retired", a sentence for the operator)."""
+    today = today or datetime.date.today()
+    end = spec.end_of_life or _sdk_end_of_life(spec.id)
+    if not end:
+        return "active", ""
+    date = datetime.date.fromisoformat(end)
+    if date <= today:
+        return "retired", f"{spec.id} reached end of life on {end}; choose a current model (default {DEFAULT_MODEL})"
+    return "deprecated", f"{spec.id} is deprecated and reaches end of life on {end}; plan a move to a current model"
+
+
+def _sdk_end_of_life(model: str) -> str:
+    """What the installed anthropic SDK knows: it lists deprecated models with their end-of-life."""
+    try:
+        from anthropic._data import DEPRECATED_MODELS
+    except ImportError:
+        return ""
+    text = DEPRECATED_MODELS.get(model, "")
+    for fmt in ("%B %d, %Y",):
+        try:
+            cleaned = text.replace("st,", ",").replace("nd,", ",").replace("rd,", ",").replace("th,", ",")
+            return datetime.datetime.strptime(cleaned, fmt).date().isoformat()
+        except ValueError:
+            pass
+    return ""
+
+
+def estimate_tokens(text: str, spec: ModelSpec | None = None) -> int:
+    """A tokenizer-free estimate (~3.6 characters per token for English and code on most
+    models, fewer on the newest), for budgets and rate-limit reservations; real counts come
+    back in each response's usage."""
+    return max(1, round(len(text) / (spec.chars_per_token if spec else 3.6)))
 
 
 def cost_usd(spec: ModelSpec, input_tokens: int, cache_write: int, cache_read: int, output_tokens: int,
              batch: bool = False, ttl: str = "5m") -> float:
-    write_price = spec.cache_write_1h if ttl == "1h" else spec.cache_write_5m
-    total = (input_tokens * spec.input + cache_write * write_price + cache_read * spec.cache_read
-             + output_tokens * spec.output) / 1e6
+    base_in, base_out = spec.rates(input_tokens + cache_write + cache_read)
+    write_price = base_in * (2.0 if ttl == "1h" else 1.25)
+    total = (input_tokens * base_in + cache_write * write_price + cache_read * base_in * spec.read_multiplier
+             + output_tokens * base_out) / 1e6
     return total * (spec.batch_discount if batch else 1.0)
 
 

@@ -35,7 +35,7 @@ class Settings(BaseSettings):
     # Per-collection defaults (frozen into a collection at creation).
     contextualizer: str = "keywords"
     model: str = ""
-    embedder: str = "local"
+    embedder: str = ""  # "": by language (workers.lifecycle.EMBEDDER_FOR_LANGUAGE)
     embed_model: str = ""
     language: str = "english"
     chunk_tokens: int = 300
@@ -43,7 +43,8 @@ class Settings(BaseSettings):
     embed_context: bool | None = None
     context_weight: float = 1.0
     fusion: str = "rrf"
-    dense_weight: float | None = None
+    dense_weight: float | None = None  # None: by what the collection holds (code / prose)
+    rrf_k: int = 10
     # Search-time: the default reranker (none | voyage | bedrock | cohere | onnx), overridable
     # per query; see producers/retrieval/rerankers.py for each one's settings.
     reranker: str = "none"
@@ -66,6 +67,9 @@ class Settings(BaseSettings):
     stale_after_s: float = 3600
 
     embed_batch_size: int = 32
+    # The local embedder reads 256 tokens: a longer text in overlapping windows ("windows"),
+    # or its head only ("truncate", as before 0.2).
+    embed_long_text: str = "windows"
 
     # LLM contextualizers (see workers/contextualizers/claude/). Concurrency is per worker process.
     llm_concurrency: int = 16
@@ -80,7 +84,7 @@ class Settings(BaseSettings):
     llm_max_document_tokens: int = 60_000
     long_doc_first_chunks: int = 3
     long_doc_previous_chunks: int = 3
-    # Account limits per model, e.g. {"claude-haiku-4-5": {"rpm": 4000, "itpm": 400000, "otpm": 80000}};
+    # Account limits per model, e.g. {"claude-haiku-5-5": {"rpm": 4000, "itpm": 400000, "otpm": 80000}};
     # models not listed use the defaults in workers/models.py.
     rate_limits: dict[str, dict[str, int]] = {}
     # Message Batches mode: how often a pending batch is polled.
@@ -104,7 +108,7 @@ class Settings(BaseSettings):
     redis_memory_high_water: float = 0.85
     # What collections may use: "contextualizer" or "contextualizer:model", comma-separated, "*"
     # for anything. The paid models beyond the default are the operator's choice, not a caller's.
-    allowed_models: str = "none,structural,keywords,llama,anthropic:claude-haiku-4-5,bedrock:claude-haiku-4-5"
+    allowed_models: str = "none,structural,keywords,llama,anthropic:claude-haiku-5-5,bedrock:claude-haiku-5-5"
     # Local GGUF files (the llama contextualizer) are read from this folder only.
     models_dir: str = ""
     # Python modules imported by workers and producers before they look a contextualizer up:

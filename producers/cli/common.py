@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import NoReturn
 
 import typer
 from rich.console import Console
 
-out = Console()
-err = Console(stderr=True)
+# Wide when not on a terminal (a log, a pipe): Rich would cut tables to 80 columns.
+out = Console(width=None if sys.stdout.isatty() else int(os.environ.get("COLUMNS") or 200))
+err = Console(stderr=True, width=None if sys.stderr.isatty() else int(os.environ.get("COLUMNS") or 200))
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
@@ -22,9 +25,13 @@ def open_or_create(name: str, **requested):
     from workers.storage.catalog import CollectionError
 
     try:
-        return lifecycle.ensure(name, **requested)
+        config = lifecycle.ensure(name, **requested)
     except (CollectionError, ValueError) as e:
         fail(str(e))
+    warning = lifecycle.model_warning(config)
+    if warning:
+        err.print(f"[yellow]warning:[/yellow] {warning}")
+    return config
 
 
 def existing(name: str):

@@ -1,4 +1,4 @@
-"""``situate search`` and ``situate eval``: the read path, from the command line."""
+"""``situate search``, ``situate eval`` and ``situate tune``: the read path, from the command line."""
 
 from __future__ import annotations
 
@@ -74,11 +74,36 @@ def _configurations(spec: str, names: list[str]) -> list[tuple[str, str, tuple[s
     return out
 
 
+def _evaluate_collection(labelled, name: str, config, spec: str, reranker: str, overrides: dict,
+                         label_prefix: str = "") -> list:
+    """Each configuration of ``spec`` on one collection, labelled ``<prefix>mode``."""
+    from producers.evaluate import Retrieved, evaluate
+    from producers.retrieval import search as retrieval
+
+    results = []
+    for label, _, (mode, rerank) in _configurations(spec, [name]):
+        if rerank and reranker == "none":
+            fail("hybrid+rerank needs a reranker: --reranker or SITUATE_RERANKER")
+        options = retrieval.SearchOptions(mode=mode, reranker=reranker if rerank else "none", **overrides)
+
+        def run(q: str, k: int, config=config, options=options) -> list[Retrieved]:
+            return [Retrieved(h.doc_id, h.chunk, h.text) for h in retrieval.search(config, q, k=k, options=options)]
+        try:
+            results.append(evaluate(labelled, run, label_prefix + label))
+        except ValueError as e:
+            fail(str(e))
+    return results
+
+
 def eval_cmd(
-    names: list[str] = typer.Option(..., "--collection", "-c",
+    names: list[str] = typer.Option([], "--collection", "-c",
                                     help="Repeat to compare collections (e.g. plain, then contextual)."),
-    queries: Path = typer.Option(..., "--queries", exists=True, dir_okay=False),
+    queries: Optional[Path] = typer.Option(None, "--queries", exists=True, dir_okay=False),
     fmt: str = typer.Option("cookbook", "--format", help="cookbook | jsonl"),
+    suites_file: Optional[Path] = typer.Option(
+        None, "--suites", exists=True, dir_okay=False,
+        help="several corpora at once (YAML: name -> queries, format, collections by role); a table per "
+             "corpus and a summary"),
     configs: Optional[str] = typer.Option(
         None, help="comma-separated: dense, bm25, hybrid, hybrid+rerank (default: dense,bm25,hybrid "
                    "and hybrid+rerank when a reranker is set)"),
@@ -93,33 +118,37 @@ def eval_cmd(
     json_output: bool = typer.Option(False, "--json"),
 ) -> None:
     """Pass@k, Recall@k (k = 5, 10, 20) and MRR@10 of each search configuration, side by side;
-    the queries that flipped between two of them; optionally a markdown report and a chart."""
-    from producers.evaluate import KS, MRR_K, QueryFileError, Retrieved, chart_png, evaluate, flips, load_queries, markdown_report
-    from producers.retrieval import search as retrieval
+    the queries that flipped between two of them; optionally a markdown report and a chart.
+    With --suites, on several corpora at once."""
+    from producers.evaluate import QueryFileError, load_queries
     from workers.settings import get_settings
 
+    chosen_reranker = reranker or get_settings().reranker
+    spec = configs or ("dense,bm25,hybrid" + (",hybrid+rerank" if chosen_reranker != "none" else ""))
+    overrides = {"fusion": fusion, "context_weight": context_weight, "dense_weight": dense_weight}
+    if suites_file:
+        if names or queries:
+            fail("--suites names its collections and queries itself: no --collection/--queries with it")
+        return _eval_suites(suites_file, spec, chosen_reranker, overrides, report, json_output)
+    if not names or not queries:
+        fail("name the collections (--collection) and the labelled queries (--queries), or give --suites")
     loaded = {name: existing(name) for name in names}
     try:
         labelled = load_queries(queries, fmt)
     except QueryFileError as e:
         fail(str(e))
-    chosen_reranker = reranker or get_settings().reranker
-    spec = configs or ("dense,bm25,hybrid" + (",hybrid+rerank" if chosen_reranker != "none" else ""))
-    plan = _configurations(spec, names)
     results = []
-    for label, name, (mode, rerank) in plan:
-        if rerank and chosen_reranker == "none":
-            fail("hybrid+rerank needs a reranker: --reranker or SITUATE_RERANKER")
-        options = retrieval.SearchOptions(mode=mode, fusion=fusion, context_weight=context_weight,
-                                          dense_weight=dense_weight, reranker=chosen_reranker if rerank else "none")
-        config = loaded[name]
+    for name, config in loaded.items():
+        results += _evaluate_collection(labelled, name, config, spec, chosen_reranker, overrides,
+                                        f"{name}:" if len(names) > 1 else "")
+    _print_results(results, loaded, names, labelled, queries.name, compare, report, json_output, chosen_reranker,
+                   overrides)
 
-        def run(q: str, k: int, config=config, options=options) -> list[Retrieved]:
-            return [Retrieved(h.doc_id, h.chunk, h.text) for h in retrieval.search(config, q, k=k, options=options)]
-        try:
-            results.append(evaluate(labelled, run, label))
-        except ValueError as e:
-            fail(str(e))
+
+def _print_results(results, loaded, names, labelled, source, compare, report, json_output, chosen_reranker,
+                   overrides) -> None:
+    from producers.evaluate import KS, MRR_K, chart_png, flips, markdown_report
+
     by_label = {r.label: r for r in results}
     if compare:
         before, _, after = compare.partition(",")
@@ -132,11 +161,8 @@ def eval_cmd(
         pair = (results[0], results[-1])
     else:
         pair = None
-    described = [f"{n}: contextualizer `{c.contextualizer}`{f' ({c.model})' if c.model else ''}, embedder "
-                 f"`{c.embedder}`, fusion `{fusion or c.fusion}` (dense weight {dense_weight if dense_weight is not None else c.dense_weight}, "
-                 f"context weight {context_weight if context_weight is not None else c.context_weight})"
-                 for n, c in loaded.items()]
-    title = f"Retrieval on {queries.name}: {len(labelled)} queries"
+    described = [describe(n, c, overrides) for n, c in loaded.items()]
+    title = f"Retrieval on {source}: {len(labelled)} queries"
     if report:
         report.mkdir(parents=True, exist_ok=True)
         chart_png(results, report / "pass_at_k.png", title)
@@ -167,3 +193,110 @@ def eval_cmd(
                       highlight=False)
     if report:
         out.print(f"report: {report / 'report.md'}, chart: {report / 'pass_at_k.png'}")
+
+
+def describe(name: str, c, overrides: dict) -> str:
+    from producers.retrieval.search import SearchOptions
+
+    r = SearchOptions(**{k: v for k, v in overrides.items() if v is not None}).resolved(c)
+    auto = " (auto: by the collection's share of code)" if overrides.get("dense_weight") is None \
+        and c.dense_weight is None else ""
+    k = f", k={r.rrf_k}" if r.fusion == "rrf" else ""
+    return (f"{name}: contextualizer `{c.contextualizer}`{f' ({c.model})' if c.model else ''}, embedder "
+            f"`{c.embedder}`, language {c.language}, fusion `{r.fusion}`{k}, dense weight {r.dense_weight}{auto}, "
+            f"context weight {r.context_weight}")
+
+
+def _eval_suites(path: Path, spec: str, chosen_reranker: str, overrides: dict, report: Optional[Path],
+                 json_output: bool) -> None:
+    from producers import suites
+    from producers.evaluate import KS, QueryFileError
+
+    try:
+        loaded_suites = suites.load_suites(path)
+    except QueryFileError as e:
+        fail(str(e))
+    configs = {c: existing(c) for s in loaded_suites for c in s.collections.values()}
+    suites.run(loaded_suites, lambda suite, role, collection: _evaluate_collection(
+        suite.queries, collection, configs[collection], spec, chosen_reranker, overrides, f"{role}:"))
+    rows = suites.summary(loaded_suites)
+    title = f"Retrieval on {len(loaded_suites)} corpora"
+    if report:
+        report.mkdir(parents=True, exist_ok=True)
+        text = suites.markdown(loaded_suites, title) + "\n" + "\n".join(
+            f"- {describe(c, config, overrides)}" for c, config in configs.items()) + "\n"
+        (report / "report.md").write_text(text, encoding="utf-8")
+    if json_output:
+        print(json.dumps({"suites": {s.name: [r.summary() for r in s.results] for s in loaded_suites},
+                          "summary": rows}))
+        return
+    for s in loaded_suites:
+        table = Table("configuration", *[f"Pass@{k}" for k in KS], "MRR@10", title=f"{s.name}: {len(s.queries)} queries")
+        for r in s.results:
+            table.add_row(r.label, *[f"{r.pass_at[k]:.2f}" for k in KS], f"{r.mrr:.3f}")
+        out.print(table, width=max(out.width, 120))
+    if rows:
+        table = Table(title="summary: Pass@10 per corpus, mean Pass@k over corpora")
+        for name in rows[0]:
+            table.add_column(name, no_wrap=True)
+        for row in rows:
+            table.add_row(*[str(v) for v in row.values()])
+        out.print(table, width=max(out.width, 200))
+    for c, config in configs.items():
+        out.print(f"[dim]{describe(c, config, overrides)}[/dim]")
+
+
+def tune(
+    collection: str = typer.Option(..., "--collection", "-c"),
+    queries: Path = typer.Option(..., "--queries", exists=True, dir_okay=False),
+    fmt: str = typer.Option("cookbook", "--format", help="cookbook | jsonl"),
+    folds: int = typer.Option(5, min=2, max=20, help="cross-validation folds"),
+    apply: bool = typer.Option(False, "--apply", help="store the winner as the collection's search defaults"),
+    json_output: bool = typer.Option(False, "--json"),
+) -> None:
+    """Find the fusion, weights and RRF k that suit your labelled queries, graded with
+    cross-validation (never on the queries a setting was chosen on); --apply stores the winner."""
+    from producers import tuning
+    from producers.evaluate import KS, QueryFileError, load_queries
+    from workers import lifecycle
+
+    config = existing(collection)
+    try:
+        labelled = load_queries(queries, fmt)
+    except QueryFileError as e:
+        fail(str(e))
+    from producers.retrieval.search import SearchOptions
+
+    has_contexts = config.contextualizer != "none"
+    weights = tuning.CONTEXT_WEIGHTS if has_contexts else (0.0,)
+    resolved = SearchOptions().resolved(config)
+    current = tuning.Setting(resolved.fusion, resolved.dense_weight, resolved.context_weight if has_contexts else 0.0,
+                             resolved.rrf_k)
+    if current.context_weight not in weights:
+        weights = (*weights, current.context_weight)
+    rankings = tuning.side_rankings(config, labelled, weights)
+    grid = tuning.grid(has_contexts)
+    if current not in grid:
+        grid.append(current)
+    try:
+        result = tuning.tune(labelled, rankings, current, grid, folds)
+    except ValueError as e:
+        fail(str(e))
+    if apply:
+        lifecycle.set_search_defaults(collection, fusion=result.winner.fusion, dense_weight=result.winner.dense_weight,
+                                      context_weight=result.winner.context_weight, rrf_k=result.winner.rrf_k)
+    if json_output:
+        print(json.dumps({**result.summary(), "applied": apply}))
+        return
+    table = Table("", *[f"Pass@{k}" for k in KS], "MRR@10",
+                  title=f"{collection}: {len(labelled)} queries, {len(grid)} settings, {folds} folds")
+    for r in (result.current, result.held_out, result.winner_all):
+        table.add_row(r.label, *[f"{r.pass_at[k]:.2f}" for k in KS], f"{r.mrr:.3f}")
+    out.print(table)
+    gain = result.held_out.pass_at[10] - result.current.pass_at[10]
+    out.print(f"current: {current.label()}")
+    out.print(f"winner:  {result.winner.label()}  (held-out Pass@10 {gain:+.2f} over the current defaults)")
+    chosen = sorted({w.label() for w in result.fold_winners})
+    out.print(f"[dim]the folds chose: {'; '.join(chosen)}[/dim]")
+    out.print("applied: the collection's search defaults are now the winner's" if apply else
+              "not applied (--apply stores the winner as the collection's search defaults)")

@@ -25,11 +25,13 @@ class Hit:
     context: str
     metadata: dict[str, Any] = field(default_factory=dict)
     ranks: dict[str, int] = field(default_factory=dict)  # rank per side (bm25, dense, rerank)
+    id: str = ""  # the index _id
 
 
 def _hit(h: dict[str, Any]) -> Hit:
-    s = h["_source"]
-    return Hit(s["doc_id"], s["chunk"], 0.0, s["text"], s.get("context", ""), s.get("metadata") or {})
+    s = h["_source"]  # a light hit has no text yet: the read path fills the ones it returns
+    return Hit(s["doc_id"], s["chunk"], 0.0, s.get("text", ""), s.get("context", ""), s.get("metadata") or {},
+               id=h["_id"])
 
 
 def fuse(result_lists: dict[str, list[dict[str, Any]]], weights: dict[str, float], fusion: str = "rrf",

@@ -41,7 +41,7 @@ def test_llama_contexts_from_a_local_gguf(worker, collection_name, tmp_path):
     from workers.storage import catalog
 
     config = catalog.load(collection_name)
-    assert config.embed_context is True and config.dense_weight == 1.0  # model-written contexts: embedded
+    assert config.embed_context is True  # model-written contexts: embedded with the chunk
     hits = search(config, "sea otters", k=10, filters={"doc_id": "otters"})
     assert sorted(h.chunk for h in hits) == [0, 1, 2]
     assert all(h.context.strip() for h in hits)

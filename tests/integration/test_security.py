@@ -111,9 +111,9 @@ def test_errors_of_ours_say_nothing_of_our_internals():
 
 
 def test_collections_may_use_only_the_models_the_deployment_allows(collection_name, tmp_path):
-    env = {"SITUATE_ALLOWED_MODELS": "none,keywords,anthropic:claude-haiku-4-5"}
+    env = {"SITUATE_ALLOWED_MODELS": "none,keywords,anthropic:claude-haiku-5-5"}
     (tmp_path / "a.txt").write_text("hello")
-    refused = run_cli("ingest", "-c", collection_name, "--contextualizer", "anthropic", "--model", "claude-opus-4-1",
+    refused = run_cli("ingest", "-c", collection_name, "--contextualizer", "anthropic", "--model", "claude-opus-5-5",
                       str(tmp_path), env=env)
     assert refused.returncode == 2 and "not allowed" in refused.stderr
     refused = run_cli("ingest", "-c", collection_name, "--contextualizer", "structural", str(tmp_path), env=env)

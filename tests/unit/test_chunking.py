@@ -47,3 +47,23 @@ def test_structural_paths_for_code_and_markdown():
     chunks = locate(md, [(0, "Run it."), (1, "Call it.")])
     assert structure.markdown_paths(md, chunks) == [["Guide", "Install"], ["Guide", "Use"]]
     assert structure.title_of("/* Copyright 2020 X\n * Licensed MIT */\npackage a.b;\n", {}) == "package a.b;"
+
+
+def test_key_terms_keep_accented_words_whole_and_split_identifiers():
+    from workers.contextualizers.keywords import parts, terms
+
+    assert terms("La récupération des paquets Übergrößenträger naïveté") == [
+        "récupération", "paquets", "übergrößenträger", "naïveté"]
+    assert parts("parseHTTPHeader") == ["parse", "HTTP", "Header"]
+    assert parts("XMLHttpRequest") == ["XML", "Http", "Request"]
+    assert parts("snake_case2name") == ["snake", "case", "name"]
+
+
+def test_prose_that_quotes_code_is_prose_and_code_is_code():
+    perl_faq = ("How do I read a file by paragraphs?\n\nUse the special variable $/ to set the input record "
+                "separator. For example:\n\n    use strict;\n    local $/ = '';\n\nThe Foo::Bar module "
+                "does it for you, and the manual explains why in detail.\n") * 3
+    assert guess_language(perl_faq) == "text"
+    rust = "use std::io;\n\npub fn main() -> io::Result<()> {\n    let x = 1;\n    println!(\"{}\", x);\n    Ok(())\n}\n"
+    assert guess_language(rust) == "rust"
+    assert guess_language("# Guide\n\n- one\n- [two](x)\n\nSome prose here.\n") == "markdown"

@@ -58,7 +58,7 @@ def test_long_document_window_repeats_no_chunk():
         assert i not in [c.n for c in before]  # the chunk itself comes once, in the instruction
         assert [c.n for c in before] == list(range(max(3, i - 3), i))
 
-    config = CollectionConfig(name="c", contextualizer="anthropic", model="claude-3-haiku-20240307")
+    config = CollectionConfig(name="c", contextualizer="anthropic", model="claude-haiku-5-5")
     ctx = LLMContextualizer(config, provider=None, scope="test")  # prompts only: no call is made
     text = "".join(c.text for c in chunks)
     doc = SourceDocument("c", "long", "v", text, "text", {}, chunks)
@@ -88,3 +88,30 @@ def test_a_llama_cpp_built_for_amx_is_refused_with_the_remedy(monkeypatch):
         check_build(native)
     finally:
         settings.get_settings.cache_clear()
+
+
+def test_the_model_table_knows_current_prices_tiers_and_end_of_life(monkeypatch):
+    import datetime
+    import importlib
+
+    from workers import models
+
+    haiku = models.get("claude-haiku-5-5")
+    assert models.DEFAULT_MODEL == "claude-haiku-5-5" and models.get("anthropic.claude-haiku-5-5") is haiku
+    # Haiku 5.5: a prompt over 100k tokens pays the higher rates on every token.
+    assert models.cost_usd(haiku, 1_000_000, 0, 0, 0) == 0.10 * 1_000_000 / 1e6 * 5  # one 1M prompt: long rates
+    assert models.cost_usd(haiku, 50_000, 0, 0, 1000) == (50_000 * 0.10 + 1000 * 0.50) / 1e6
+    sonnet = models.get("claude-sonnet-5-5")
+    assert models.cost_usd(sonnet, 0, 0, 1_000_000, 0) == 0.10  # cache reads at 0.05x since 2026-10-07
+    assert models.lifecycle_note(models.get("claude-sonnet-4-5"), datetime.date(2026, 11, 30))[0] == "retired"
+    assert models.lifecycle_note(models.get("claude-opus-4-5"), datetime.date(2026, 11, 30))[0] == "deprecated"
+    assert models.lifecycle_note(haiku)[0] == "active"
+    # An operator adds a model, or corrects ours, without a release.
+    monkeypatch.setenv("SITUATE_MODELS", '{"claude-new-6": {"input": 1.5, "output": 7.5, "min_cacheable_tokens": 1024}, '
+                                         '"claude-haiku-5-5": {"min_cacheable_tokens": 4096}}')
+    reloaded = importlib.reload(models)
+    try:
+        assert reloaded.get("claude-new-6").output == 7.5 and reloaded.get("claude-haiku-5-5").min_cacheable_tokens == 4096
+    finally:
+        monkeypatch.delenv("SITUATE_MODELS")
+        importlib.reload(models)

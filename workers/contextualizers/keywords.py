@@ -23,8 +23,8 @@ from workers.chunking import Chunk
 KEY_TERMS = 15
 OUTLINE_NAMES = 40
 
-_WORD = re.compile(r"[^\W\d_][\w]+")
-_PARTS = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[^\W\d_A-Za-z]+")
+_WORD = re.compile(r"[^\W\d_]\w+")
+_SEPARATORS = re.compile(r"[\d_]+")
 
 # Function words of the three analyzer languages and the keywords of common programming
 # languages: frequent everywhere, they name no subject.
@@ -47,10 +47,27 @@ instanceof sizeof auto begin end then done local export require module exports u
 """.split())
 
 
+def parts(word: str) -> list[str]:
+    """An identifier's words: split at underscores and digits, then where case changes
+    (``parseHTTPHeader`` -> parse, HTTP, Header). Letters are Unicode letters: ``récupération``
+    and ``Übergröße`` stay whole (an ASCII-only split cut them at every accent)."""
+    out = []
+    for piece in _SEPARATORS.split(word):
+        start = 0
+        for i in range(1, len(piece)):
+            before, here, after = piece[i - 1], piece[i], piece[i + 1:i + 2]
+            if (before.islower() and here.isupper()) or (before.isupper() and here.isupper() and after.islower()):
+                out.append(piece[start:i])
+                start = i
+        if piece[start:]:
+            out.append(piece[start:])
+    return out
+
+
 def terms(text: str) -> list[str]:
     out = []
     for word in _WORD.findall(text):
-        for part in _PARTS.findall(word):
+        for part in parts(word):
             part = part.lower()
             if len(part) > 2 and part not in _STOP:
                 out.append(part)

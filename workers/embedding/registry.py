@@ -47,7 +47,9 @@ def get(name: str, model: str = "") -> Embedder:
     if name in LOCAL:
         from workers.embedding import local
 
-        return (local.LocalMiniLM if name == "local" else local.LocalMultilingual)(batch_size=batch)
+        if name == "local":
+            return local.LocalMiniLM(batch_size=batch, long_text=get_settings().embed_long_text)
+        return local.LocalMultilingual(batch_size=batch)
     from workers.embedding import remote
 
     return {"voyage": remote.Voyage, "voyage-context": remote.VoyageContext, "bedrock": remote.Bedrock}[name](model)

@@ -20,7 +20,7 @@ import logging
 import time
 
 from workers import models
-from workers.chunking import Chunk, guess_language, locate, split
+from workers.chunking import Chunk, guess_language, is_code, locate, split
 from workers.connections import redis_client
 from workers.contextualizers import registry
 from workers.contextualizers.base import SourceDocument, contextualized_text
@@ -78,6 +78,7 @@ def chunk(collection: str, doc_id: str, version: str) -> None:
             raise BadDocument(f"document has {len(chunks):,} chunks, over the limit of {limit:,} "
                               "(SITUATE_MAX_CHUNKS_PER_DOCUMENT)")
         checkpoints.save_chunks(collection, doc_id, version, chunks, language, metadata)
+        catalog.record_mix(collection, len(chunks) if is_code(language) else 0, 0 if is_code(language) else len(chunks))
     contextualize.apply_async((collection, doc_id, version), queue=document_queue(collection, doc_id),
                               priority=contextualize_priority(len(chunks)))
     states.set_state(collection, doc_id, version, states.CHUNKED, chunks_total=len(chunks))

@@ -51,7 +51,7 @@ class CollectionConfig(BaseModel):
     name: str
     contextualizer: str = "keywords"
     model: str = ""
-    embedder: str = "local"
+    embedder: str = "local"  # at creation, chosen by language unless named (see lifecycle)
     embed_model: str = ""  # the embedder's model (API embedders); "" = its default
     language: str = "english"
     chunk_tokens: int = Field(300, ge=16, le=8192)
@@ -62,13 +62,17 @@ class CollectionConfig(BaseModel):
     # means: yes for LLM contexts (what Contextual Retrieval is), no for the offline ones,
     # whose terms help BM25 but blur a chunk's vector (measured: see README).
     embed_context: bool | None = None
-    # Search defaults, overridable per query. BM25 weight of the context field against the
-    # chunk's text (1.0); fusion "rrf" (ranks) or "weighted" (min-max scores); the dense
-    # side's weight against BM25's 1.0. None at creation: 0.5 when the collection has
-    # contexts its vectors don't see (BM25 is then the only side that carries them), else 1.0.
+    # Search defaults, overridable per query: the BM25 weight of the context field against
+    # the chunk's text; fusion "rrf" (ranks, with its k) or "weighted" (min-max scores); the
+    # dense side's weight against BM25's 1.0.
     context_weight: float = Field(1.0, ge=0)
     fusion: str = "rrf"
+    # None: chosen at query time by what the collection holds (see the read path's
+    # ``auto_dense_weight``): code leans on BM25, prose on the vectors.
     dense_weight: float | None = Field(None, ge=0)
+    rrf_k: int = Field(60, ge=1, le=1000)  # 60 for collections stored before it existed
+    # None: the server's SITUATE_RERANKER; "none": no reranking (``situate tune`` may set it).
+    reranker: str | None = None
 
     @property
     def index_name(self) -> str:
@@ -79,7 +83,7 @@ SHAPING_FIELDS = ("contextualizer", "model", "embedder", "embed_model", "languag
                   "prompt", "embed_context")
 # Fixed at creation too, so that every search of a collection agrees by default, but a query
 # may override them (they shape no stored data).
-SEARCH_FIELDS = ("context_weight", "fusion", "dense_weight")
+SEARCH_FIELDS = ("context_weight", "fusion", "dense_weight", "rrf_k", "reranker")
 
 
 def _key(name: str) -> str:
@@ -119,8 +123,31 @@ def store_new(config: CollectionConfig) -> bool:
     return bool(redis_client().set(_key(config.name), config.model_dump_json(), nx=True))
 
 
+def store(config: CollectionConfig) -> None:
+    """Overwrite a collection's stored settings (its search defaults only: see lifecycle)."""
+    redis_client().set(_key(config.name), config.model_dump_json())
+
+
 def forget(name: str) -> None:
-    redis_client().delete(_key(name))
+    redis_client().delete(_key(name), f"situate:mix:{name}")
+
+
+def record_mix(name: str, code_chunks: int, prose_chunks: int) -> None:
+    """What a collection holds, counted as documents are chunked: the read path leans on BM25
+    for code and on the vectors for prose."""
+    pipe = redis_client().pipeline(transaction=False)
+    if code_chunks:
+        pipe.hincrby(f"situate:mix:{name}", "code", code_chunks)
+    if prose_chunks:
+        pipe.hincrby(f"situate:mix:{name}", "prose", prose_chunks)
+    pipe.execute()
+
+
+def code_fraction(name: str) -> float | None:
+    """Share of the collection's chunks cut from code; None before anything was chunked."""
+    mix = redis_client().hgetall(f"situate:mix:{name}")
+    code, prose = int(mix.get("code", 0)), int(mix.get("prose", 0))
+    return code / (code + prose) if code + prose else None
 
 
 def describe(config: CollectionConfig) -> dict[str, Any]:

@@ -70,6 +70,9 @@ def mapping(config: CollectionConfig) -> dict[str, Any]:
         "mappings": {
             "_meta": {"situate": config.model_dump()},
             "dynamic": "strict",
+            # The vector lives in the k-NN structure; kept out of the stored source, which every
+            # fetched hit would otherwise decompress and send (384+ floats as JSON).
+            "_source": {"excludes": ["vector"]},
             "properties": {
                 "doc_id": {"type": "keyword"},
                 "chunk": {"type": "integer"},

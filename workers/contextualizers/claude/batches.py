@@ -35,7 +35,7 @@ def _requests(ctx: LLMContextualizer, doc: SourceDocument, chunks: list[Chunk], 
     for chunk in chunks:
         prompt = ctx._prompt(doc, chunk, long_doc)
         out.append({"custom_id": f"chunk-{chunk.n}",
-                    "params": {"model": ctx.config.model, "max_tokens": s.llm_max_output_tokens,
+                    "params": {"model": ctx.config.model, "max_tokens": s.llm_max_output_tokens, **ctx.spec.request_extras,
                                "messages": [{"role": "user", "content": AnthropicProvider.content(prompt, "1h")}]}})
     return out
 
@@ -44,7 +44,7 @@ def submit(ctx: LLMContextualizer, doc: SourceDocument, chunks: list[Chunk]) -> 
     """Submit the next step for ``chunks`` (the missing ones); returns (batch id, step)."""
     provider = ctx.provider
     assert isinstance(provider, AnthropicProvider), "batches exist for the Anthropic API only"
-    long_doc = models.estimate_tokens(doc.text) > get_settings().llm_max_document_tokens
+    long_doc = models.estimate_tokens(doc.text, ctx.spec) > get_settings().llm_max_document_tokens
     cacheable = ctx._prompt(doc, chunks[0], long_doc).cache
     step = "seed" if cacheable and len(chunks) > 1 else "all"
     todo = chunks[:1] if step == "seed" else chunks

@@ -72,6 +72,7 @@ class AnthropicProvider:
         # Retries are ours: counted, shared with the limiter, and bounded in time.
         self.client = anthropic.Anthropic(max_retries=0, timeout=get_settings().llm_timeout_s)
         self.model = model
+        self.extras = models.get(model).request_extras
 
     @staticmethod
     def content(prompt: Prompt, ttl: str = "5m") -> list[dict[str, Any]]:
@@ -94,13 +95,14 @@ class AnthropicProvider:
         try:
             if on_started is None:  # only a warm-up call needs to know when its response starts
                 m = self.client.messages.create(model=self.model, max_tokens=max_tokens,
-                                                messages=[{"role": "user", "content": content}])
+                                                messages=[{"role": "user", "content": content}], **self.extras)
                 u = m.usage
                 return Answer("".join(b.text for b in m.content if b.type == "text"), m.stop_reason,
                               u.input_tokens or 0, u.cache_creation_input_tokens or 0,
                               u.cache_read_input_tokens or 0, u.output_tokens or 0)
             stream = self.client.messages.create(model=self.model, max_tokens=max_tokens,
-                                                 messages=[{"role": "user", "content": content}], stream=True)
+                                                 messages=[{"role": "user", "content": content}], stream=True,
+                                                 **self.extras)
             for event in stream:
                 if event.type == "message_start":
                     u = event.message.usage
@@ -137,6 +139,7 @@ class BedrockProvider:
 
         spec = models.get(model)
         self.model = model if model != spec.id else (spec.bedrock_id or model)
+        self.extras = spec.request_extras  # Claude's own fields ride in additionalModelRequestFields
         self.client = boto3.client("bedrock-runtime", config=Config(retries={"max_attempts": 1, "mode": "standard"},
                                                                     read_timeout=get_settings().llm_timeout_s))
 
@@ -152,8 +155,9 @@ class BedrockProvider:
             content.append({"text": prompt.preceding})
         content.append({"text": prompt.instruction})
         try:
+            extra = {"additionalModelRequestFields": self.extras} if self.extras else {}
             r = self.client.converse(modelId=self.model, messages=[{"role": "user", "content": content}],
-                                     inferenceConfig={"maxTokens": max_tokens, "temperature": 0.0})
+                                     inferenceConfig={"maxTokens": max_tokens, "temperature": 0.0}, **extra)
         except ClientError as e:
             code = e.response.get("Error", {}).get("Code", "")
             status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)

@@ -16,6 +16,7 @@ any other 4xx, an empty or refused answer fail the chunk — and so the document
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 import time
@@ -34,6 +35,8 @@ from workers.contextualizers.claude.ratelimit import RateLimiter, TokenCalibrati
 from workers.settings import get_settings
 from workers.storage.catalog import CollectionConfig
 
+log = logging.getLogger("situate.llm")
+
 
 def window(chunks: list[Chunk], i: int, first: int, previous: int) -> tuple[list[Chunk], list[Chunk]]:
     """The long-document window for chunk ``i``: the first ``first`` chunks, then the
@@ -48,6 +51,9 @@ class LLMContextualizer:
         self.config = config
         self.provider = provider
         self.spec = models.get(config.model)
+        status, note = models.lifecycle_note(self.spec)
+        if note:
+            log.warning("collection %s: %s", config.name, note)
         limits = s.rate_limits.get(config.model)
         self.limiter = RateLimiter(f"{scope}:{config.model}",
                                    models.Limits(**limits) if limits else self.spec.limits, s.rate_limit_burst_s)
@@ -82,14 +88,14 @@ class LLMContextualizer:
         # A breakpoint costs nothing below the model's minimum (the API then caches nothing and
         # charges plain input), so near the threshold we set it rather than trust an estimate;
         # a single-chunk document never reads its write back, so it gets none.
-        cache = len(doc.chunks) > 1 and models.estimate_tokens(cached) >= 0.8 * self.spec.min_cacheable_tokens
+        cache = len(doc.chunks) > 1 and models.estimate_tokens(cached, self.spec) >= 0.8 * self.spec.min_cacheable_tokens
         return Prompt(cached, cache, preceding, instruction)
 
     def _call(self, doc: SourceDocument, run: str | None, chunk: Chunk, prompt: Prompt, expect_read: bool,
                  on_started: Callable[[dict[str, int]], None] | None) -> Context:
         s = get_settings()
-        cached_tokens = models.estimate_tokens(prompt.cached or "")
-        rest_tokens = models.estimate_tokens(prompt.instruction + (prompt.preceding or ""))
+        cached_tokens = models.estimate_tokens(prompt.cached or "", self.spec)
+        rest_tokens = models.estimate_tokens(prompt.instruction + (prompt.preceding or ""), self.spec)
         # Reserve what the provider will count: cache reads don't count toward input limits.
         reading = prompt.cache and expect_read
         reserve_in = self.prompt_tokens.reserve(rest_tokens) + (0 if reading else self.document_tokens.reserve(cached_tokens))
@@ -142,7 +148,7 @@ class LLMContextualizer:
     def contextualize(self, doc: SourceDocument, chunks: list[Chunk]) -> Iterator[tuple[Chunk, Context]]:
         s = get_settings()
         run = doc.run
-        long_doc = models.estimate_tokens(doc.text) > s.llm_max_document_tokens
+        long_doc = models.estimate_tokens(doc.text, self.spec) > s.llm_max_document_tokens
         plans = [(c, self._prompt(doc, c, long_doc)) for c in chunks]
         if not plans:
             return
@@ -206,7 +212,7 @@ class LLMContextualizer:
         # The cacheable prefix as the provider counted it: 0 when it cached nothing (too short).
         prefix = max((max(c["cache_write_tokens"], c["cache_read_tokens"]) for c in calls), default=0)
         usage.record_document(doc.collection, run, doc.doc_id, self.config.model, calls,
-                              models.estimate_tokens(doc.text), prefix, already_cached=doc.warm)
+                              models.estimate_tokens(doc.text, self.spec), prefix, already_cached=doc.warm)
 
 
 def anthropic_contextualizer(config: CollectionConfig) -> LLMContextualizer:

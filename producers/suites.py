@@ -1,0 +1,90 @@
+"""Evaluating on several corpora at once, so a change is judged on all of them, never on one.
+
+A suites file (YAML) names, per corpus, its labelled queries and its collections by role:
+
+    cookbook:
+      queries: ../shared/data/cookbook/evaluation_set.jsonl
+      format: cookbook
+      collections: {plain: cookbook-plain, default: cookbook}
+    tech_faq_en:
+      queries: ../shared/data/tech_faq_en/evaluation_set.jsonl
+      format: cookbook
+      collections: {plain: faq-plain, default: faq}
+
+Each corpus gets its table (role:mode rows); the summary has one row per role:mode with
+each corpus's Pass@10 and the mean over corpora of Pass@5, @10, @20 — the row a change must
+move up everywhere, not on average only.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import yaml
+
+from producers.evaluate import KS, EvalResult, LabelledQuery, QueryFileError, load_queries
+
+
+@dataclass
+class Suite:
+    name: str
+    queries: list[LabelledQuery]
+    collections: dict[str, str]          # role -> collection
+    source: Path
+    results: list[EvalResult] = field(default_factory=list)
+
+
+def load_suites(path: Path) -> list[Suite]:
+    try:
+        spec = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as e:
+        raise QueryFileError(f"{path}: not YAML ({e})") from None
+    if not isinstance(spec, dict) or not spec:
+        raise QueryFileError(f"{path}: expected a mapping of corpus name -> queries, format, collections")
+    suites = []
+    for name, entry in spec.items():
+        if not isinstance(entry, dict) or "queries" not in entry or not isinstance(entry.get("collections"), dict):
+            raise QueryFileError(f"{path}: corpus {name!r} needs 'queries' and 'collections' (role: collection)")
+        queries = (path.parent / entry["queries"]).resolve()
+        suites.append(Suite(str(name), load_queries(queries, entry.get("format", "cookbook")),
+                            {str(role): str(c) for role, c in entry["collections"].items()}, queries))
+    return suites
+
+
+def run(suites: list[Suite], evaluate_one: Callable[[Suite, str, str], list[EvalResult]]) -> None:
+    """``evaluate_one(suite, role, collection)`` -> that collection's results, labelled
+    ``role:mode``; kept on each suite."""
+    for suite in suites:
+        suite.results = [r for role, collection in suite.collections.items() for r in evaluate_one(suite, role, collection)]
+
+
+def summary(suites: list[Suite]) -> list[dict]:
+    """One row per label present in every suite: per-corpus Pass@10 and means of Pass@k."""
+    labels = [r.label for r in suites[0].results if all(r.label in {x.label for x in s.results} for s in suites)]
+    rows = []
+    for label in labels:
+        per = {s.name: next(r for r in s.results if r.label == label) for s in suites}
+        rows.append({"config": label, **{f"{name}@10": round(r.pass_at[10], 2) for name, r in per.items()},
+                     **{f"mean pass@{k}": round(statistics.fmean(r.pass_at[k] for r in per.values()), 2) for k in KS}})
+    return rows
+
+
+def markdown(suites: list[Suite], title: str) -> str:
+    lines = [f"# {title}", ""]
+    for s in suites:
+        lines += [f"## {s.name} ({len(s.queries)} queries)", "",
+                  "| configuration | " + " | ".join(f"Pass@{k}" for k in KS) + " | " +
+                  " | ".join(f"Recall@{k}" for k in KS) + " | MRR@10 |", "|" + "---|" * (2 + 2 * len(KS))]
+        for r in s.results:
+            lines.append(f"| {r.label} | " + " | ".join(f"{r.pass_at[k]:.2f}" for k in KS) + " | "
+                         + " | ".join(f"{r.recall_at[k]:.2f}" for k in KS) + f" | {r.mrr:.3f} |")
+        lines.append("")
+    rows = summary(suites)
+    if rows:
+        head = list(rows[0])
+        lines += ["## Summary", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        lines += ["| " + " | ".join(str(row[h]) for h in head) + " |" for row in rows]
+    return "\n".join(lines).rstrip() + "\n"

@@ -1,0 +1,136 @@
+"""``situate tune``: the search settings that suit *your* data, chosen on your labelled queries
+without grading them on the very queries they were chosen on.
+
+Each query is searched once per side — k-NN once, BM25 once per context weight tried — and the
+candidates are kept; every combination of fusion (RRF with its k, or weighted scores), dense
+weight and context weight is then replayed in memory, which is why a grid of hundreds of
+settings costs seconds, not hundreds of searches. The queries are split into folds: for each
+fold, the setting that scores best on the *other* folds is graded on this one, and the graded
+rankings of all folds together give the held-out score — what the winning recipe, not the
+winning setting, is worth on queries it has not seen. The current defaults are graded on all
+queries beside it (they were not fitted to them). ``--apply`` stores the setting that scores
+best on all queries as the collection's search defaults.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import statistics
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from producers.evaluate import KS, EvalResult, LabelledQuery, Retrieved, grade_query, summarize
+from producers.retrieval.fusion import fuse
+from producers.retrieval.search import CANDIDATES, bm25_body, knn_body, newest_only
+from workers.connections import opensearch_client
+from workers.embedding import registry as embedders
+from workers.storage.catalog import CollectionConfig
+
+CONTEXT_WEIGHTS = (0.0, 0.5, 1.0, 2.0)
+DENSE_WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 100.0)  # 0: BM25 alone; 100: all but dense alone
+RRF_KS = (10, 30, 60, 100)
+
+
+@dataclass(frozen=True)
+class Setting:
+    fusion: str
+    dense_weight: float
+    context_weight: float
+    rrf_k: int = 60
+
+    def label(self) -> str:
+        k = f", k={self.rrf_k}" if self.fusion == "rrf" else ""
+        return f"{self.fusion}{k}, dense {self.dense_weight:g}, context {self.context_weight:g}"
+
+
+def grid(has_contexts: bool) -> list[Setting]:
+    contexts = CONTEXT_WEIGHTS if has_contexts else (0.0,)
+    out = [Setting("rrf", d, c, k) for d, c, k in itertools.product(DENSE_WEIGHTS, contexts, RRF_KS)]
+    out += [Setting("weighted", d, c) for d, c in itertools.product(DENSE_WEIGHTS, contexts)]
+    return out
+
+
+def side_rankings(config: CollectionConfig, queries: list[LabelledQuery], context_weights=CONTEXT_WEIGHTS,
+                  candidates: int = CANDIDATES) -> list[dict[str, list[dict[str, Any]]]]:
+    """Per query, each side's candidates: ``dense`` and ``bm25@<context weight>``."""
+    embedder = embedders.get(config.embedder, config.embed_model)
+    out = []
+    for q in queries:
+        # Whole hits: a label may be a passage of text, matched against the hits' text.
+        sides = {f"bm25@{w:g}": bm25_body(q.query, [], candidates, w, light=False) for w in context_weights}
+        sides["dense"] = knn_body([float(x) for x in embedder.embed_query(q.query)], [], candidates, light=False)
+        lines: list[dict[str, Any]] = []
+        for body in sides.values():
+            lines += [{"index": config.index_name}, body]
+        responses = opensearch_client().msearch(body=lines)["responses"]
+        out.append({side: r["hits"]["hits"] for side, r in zip(sides, responses)})
+    return out
+
+
+def ranked(sides: dict[str, list[dict[str, Any]]], setting: Setting, k: int = max(KS)) -> list[Retrieved]:
+    chosen = {"bm25": sides[f"bm25@{setting.context_weight:g}"], "dense": sides["dense"]}
+    if setting.dense_weight >= 100:
+        chosen = {"dense": sides["dense"]}
+    elif setting.dense_weight == 0:
+        chosen = {"bm25": chosen["bm25"]}
+    hits = fuse(newest_only(chosen), {"bm25": 1.0, "dense": setting.dense_weight}, setting.fusion, setting.rrf_k)
+    return [Retrieved(h.doc_id, h.chunk, h.text) for h in hits[:k]]
+
+
+def grade(queries: list[LabelledQuery], rankings: list[dict], setting: Setting, label: str | None = None) -> EvalResult:
+    return summarize(label or setting.label(), [grade_query(q, ranked(r, setting)) for q, r in zip(queries, rankings)])
+
+
+def objective(result: EvalResult) -> float:
+    """What "best" means: Pass@k averaged over k = 5, 10, 20 (the top, and the reach)."""
+    return statistics.fmean(result.pass_at[k] for k in KS)
+
+
+@dataclass
+class TuneReport:
+    queries: int
+    folds: int
+    current: EvalResult
+    held_out: EvalResult          # the recipe "pick the best on the rest", graded fold by fold
+    winner: Setting               # the best on all queries: what --apply stores
+    winner_all: EvalResult        # its score on all queries (optimistic: fitted on them)
+    fold_winners: list[Setting]
+
+    def summary(self) -> dict[str, Any]:
+        return {"queries": self.queries, "folds": self.folds, "current": self.current.summary(),
+                "held_out": self.held_out.summary(), "winner": asdict(self.winner),
+                "winner_on_all_queries": self.winner_all.summary(),
+                "fold_winners": [asdict(w) for w in self.fold_winners],
+                "held_out_gain_pass@10": round(self.held_out.pass_at[10] - self.current.pass_at[10], 2)}
+
+
+def tune(queries: list[LabelledQuery], rankings: list[dict], current: Setting, settings: list[Setting],
+         folds: int = 5, seed: int = 0) -> TuneReport:
+    if len(queries) < 2 * folds:
+        raise ValueError(f"{len(queries)} labelled queries are too few for {folds} folds (at least {2 * folds})")
+    order = list(range(len(queries)))
+    random.Random(seed).shuffle(order)
+    fold_of = {i: n % folds for n, i in enumerate(order)}
+    # Per setting, per query: its row (pass@k, ranks) — computed once, then summed by fold.
+    rows = {s: grade(queries, rankings, s).per_query for s in settings}
+    held_rows: dict[int, dict] = {}
+    winners = []
+    for f in range(folds):
+        train = [i for i in range(len(queries)) if fold_of[i] != f]
+        best = max(settings, key=lambda s: (statistics.fmean(statistics.fmean(rows[s][i][f"pass@{k}"] for k in KS)
+                                                             for i in train), _tie_break(s, current)))
+        winners.append(best)
+        for i in range(len(queries)):
+            if fold_of[i] == f:
+                held_rows[i] = rows[best][i]
+    held_out = summarize(f"held out ({folds} folds)", [held_rows[i] for i in range(len(queries))])
+    winner = max(settings, key=lambda s: (statistics.fmean(statistics.fmean(r[f"pass@{k}"] for k in KS)
+                                                           for r in rows[s]), _tie_break(s, current)))
+    return TuneReport(len(queries), folds, grade(queries, rankings, current, "current defaults"), held_out,
+                      winner, grade(queries, rankings, winner, "winner, on all queries"), winners)
+
+
+def _tie_break(setting: Setting, current: Setting) -> tuple:
+    """Between equals, the current defaults, then the plainest setting."""
+    return (setting == current, setting.fusion == "rrf", -abs(setting.dense_weight - 1), -setting.context_weight)
