@@ -2,7 +2,8 @@
 OpenAPI docs at ``/docs``.
 
 Every route but ``/healthz`` takes a bearer token (``auth``): read, write or admin, for one
-collection or all. A caller's mistake is always a 4xx that says what to fix, never a 5xx:
+collection or all; ``/metrics`` (Prometheus) a token that reads every collection, and
+``/dashboard`` a session its sign-in page opens with such a token (``dashboard``). A caller's mistake is always a 4xx that says what to fix, never a 5xx:
 a request over ``SITUATE_MAX_REQUEST_BYTES`` (chunked uploads included) or with more than
 ``SITUATE_MAX_BATCH_DOCUMENTS`` documents is refused whole; inside a batch, a bad document
 fails alone with its reason (202, one entry per document) and the others are queued. Near
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 import uuid
 from typing import Annotated, Any, Union
 
@@ -23,7 +25,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from producers import auth
+from producers import auth, dashboard, prometheus
 from producers.retrieval.search import SearchOptions, search
 from producers.submit import RawDocument, submit
 from workers import lifecycle
@@ -84,6 +86,17 @@ async def _too_large(send, limit: int) -> None:
 
 
 app.add_middleware(BodyLimit)
+
+
+@app.middleware("http")
+async def count_requests(request: Request, call_next):
+    """Requests and latency by route template (not by path: one series per route, not per document)."""
+    started = time.perf_counter()
+    response = await call_next(request)
+    route = getattr(request.scope.get("route"), "path", "unmatched")
+    prometheus.api_requests.labels(request.method, route, str(response.status_code)).inc()
+    prometheus.api_seconds.labels(request.method, route).observe(time.perf_counter() - started)
+    return response
 
 
 @app.exception_handler(RequestValidationError)
@@ -160,6 +173,7 @@ class CollectionIn(BaseModel):
     context_weight: float | None = Field(None, ge=0, le=100)
     fusion: str | None = Field(None, pattern="^(rrf|weighted)$")
     dense_weight: float | None = Field(None, ge=0, le=100)
+    rrf_k: int | None = Field(None, ge=1, le=1000)
 
 
 class SearchIn(BaseModel):
@@ -173,6 +187,7 @@ class SearchIn(BaseModel):
     fusion: str | None = Field(None, pattern="^(rrf|weighted)$")
     context_weight: float | None = Field(None, ge=0, le=100)
     dense_weight: float | None = Field(None, ge=0, le=100)
+    rrf_k: int | None = Field(None, ge=1, le=1000)
     reranker: str | None = Field(None, description="none | voyage | bedrock | cohere | onnx")
 
 
@@ -206,6 +221,15 @@ def docs_page():
     from fastapi.openapi.docs import get_swagger_ui_html
 
     return get_swagger_ui_html(openapi_url="/openapi.json", title="situate API")
+
+
+@app.get("/metrics", include_in_schema=False, dependencies=[Depends(allowed("read"))])
+async def metrics_page() -> Response:
+    """Prometheus's text format (``producers/prometheus.py``); a token that reads every collection."""
+    return Response(await run_in_threadpool(prometheus.render), media_type=prometheus.CONTENT_TYPE)
+
+
+app.include_router(dashboard.router)
 
 
 @app.put("/v1/collections/{collection}", dependencies=[Depends(allowed("admin"))])
@@ -315,7 +339,7 @@ async def search_collection(collection: str, body: SearchIn, response: Response)
     fetch, rerank: milliseconds)."""
     config = catalog.load(collection)
     options = SearchOptions(mode=body.mode, fusion=body.fusion, context_weight=body.context_weight,
-                            dense_weight=body.dense_weight, reranker=body.reranker)
+                            dense_weight=body.dense_weight, reranker=body.reranker, rrf_k=body.rrf_k)
     timings: dict[str, float] = {}
     try:  # the query embedding is CPU work: keep it off the event loop
         hits = await run_in_threadpool(search, config, body.query, body.k, body.filters, options=options,

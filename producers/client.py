@@ -88,6 +88,6 @@ class SituateClient:
 
     def search(self, collection: str, query: str, k: int = 10, filters: dict[str, Any] | None = None,
                mode: str = "hybrid", **options: Any) -> list[dict[str, Any]]:
-        """``options``: fusion, context_weight, dense_weight, reranker (default: the collection's)."""
+        """``options``: fusion, context_weight, dense_weight, rrf_k, reranker (default: the collection's)."""
         body = {"query": query, "k": k, "filters": filters, "mode": mode, **options}
         return self._call("POST", f"/v1/collections/{collection}/search", json=body)["hits"]

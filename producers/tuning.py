@@ -10,6 +10,11 @@ rankings of all folds together give the held-out score — what the winning reci
 winning setting, is worth on queries it has not seen. The current defaults are graded on all
 queries beside it (they were not fitted to them). ``--apply`` stores the setting that scores
 best on all queries as the collection's search defaults.
+
+With a reranker named, every setting is also tried reranked (the fused top ``CANDIDATES``
+reordered, as search does). The reranker scores each distinct candidate of a query once — the
+union of both sides' candidates — and the replays reuse those scores; with a paid reranker
+that union is what the tuning costs.
 """
 
 from __future__ import annotations
@@ -17,13 +22,14 @@ from __future__ import annotations
 import itertools
 import random
 import statistics
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from producers.evaluate import KS, EvalResult, LabelledQuery, Retrieved, grade_query, summarize
 from producers.retrieval.fusion import fuse
 from producers.retrieval.search import CANDIDATES, bm25_body, knn_body, newest_only
 from workers.connections import opensearch_client
+from workers.contextualizers.base import contextualized_text
 from workers.embedding import registry as embedders
 from workers.storage.catalog import CollectionConfig
 
@@ -38,16 +44,20 @@ class Setting:
     dense_weight: float
     context_weight: float
     rrf_k: int = 60
+    reranker: str = "none"
 
     def label(self) -> str:
         k = f", k={self.rrf_k}" if self.fusion == "rrf" else ""
-        return f"{self.fusion}{k}, dense {self.dense_weight:g}, context {self.context_weight:g}"
+        reranked = f", reranked by {self.reranker}" if self.reranker != "none" else ""
+        return f"{self.fusion}{k}, dense {self.dense_weight:g}, context {self.context_weight:g}{reranked}"
 
 
-def grid(has_contexts: bool) -> list[Setting]:
+def grid(has_contexts: bool, reranker: str = "none") -> list[Setting]:
     contexts = CONTEXT_WEIGHTS if has_contexts else (0.0,)
     out = [Setting("rrf", d, c, k) for d, c, k in itertools.product(DENSE_WEIGHTS, contexts, RRF_KS)]
     out += [Setting("weighted", d, c) for d, c in itertools.product(DENSE_WEIGHTS, contexts)]
+    if reranker != "none":
+        out += [replace(s, reranker=reranker) for s in out]
     return out
 
 
@@ -68,13 +78,32 @@ def side_rankings(config: CollectionConfig, queries: list[LabelledQuery], contex
     return out
 
 
-def ranked(sides: dict[str, list[dict[str, Any]]], setting: Setting, k: int = max(KS)) -> list[Retrieved]:
+def add_rerank_scores(queries: list[LabelledQuery], rankings: list[dict], reranker: str) -> int:
+    """Score every distinct candidate of each query once with ``reranker``; the scores go into
+    the query's rankings under ``"rerank"`` (by index ``_id``). Returns how many were scored."""
+    from producers.retrieval import rerankers
+
+    model = rerankers.get(reranker)
+    scored = 0
+    for q, sides in zip(queries, rankings):
+        distinct = {h["_id"]: h for side, hits in sides.items() if side != "rerank" for h in hits}
+        texts = [contextualized_text(h["_source"].get("context", ""), h["_source"].get("text", ""))
+                 for h in distinct.values()]
+        sides["rerank"] = dict(zip(distinct, model.scores(q.query, texts))) if texts else {}
+        scored += len(texts)
+    return scored
+
+
+def ranked(sides: dict[str, Any], setting: Setting, k: int = max(KS)) -> list[Retrieved]:
     chosen = {"bm25": sides[f"bm25@{setting.context_weight:g}"], "dense": sides["dense"]}
     if setting.dense_weight >= 100:
         chosen = {"dense": sides["dense"]}
     elif setting.dense_weight == 0:
         chosen = {"bm25": chosen["bm25"]}
     hits = fuse(newest_only(chosen), {"bm25": 1.0, "dense": setting.dense_weight}, setting.fusion, setting.rrf_k)
+    if setting.reranker != "none":
+        scores = sides["rerank"]  # as rerankers.rerank: the fused top CANDIDATES, ties by fused rank
+        hits = sorted(hits[:CANDIDATES], key=lambda h: -scores.get(h.id, float("-inf")))
     return [Retrieved(h.doc_id, h.chunk, h.text) for h in hits[:k]]
 
 
@@ -132,5 +161,6 @@ def tune(queries: list[LabelledQuery], rankings: list[dict], current: Setting, s
 
 
 def _tie_break(setting: Setting, current: Setting) -> tuple:
-    """Between equals, the current defaults, then the plainest setting."""
-    return (setting == current, setting.fusion == "rrf", -abs(setting.dense_weight - 1), -setting.context_weight)
+    """Between equals, the current defaults, then the plainest (and cheapest) setting."""
+    return (setting == current, setting.reranker == "none", setting.fusion == "rrf", -abs(setting.dense_weight - 1),
+            -setting.context_weight)

@@ -60,9 +60,9 @@ def _check_same(config: CollectionConfig, requested: dict[str, Any]) -> None:
     detail = ", ".join(f"{k}: stored {old!r}, asked {new!r}" for k, (old, new) in conflicts.items())
     if set(conflicts) <= set(SEARCH_FIELDS):
         raise Conflict(
-            f"collection {config.name!r} has other search defaults ({detail}); they are fixed at creation: "
-            "pass them per query instead (situate search --fusion/--dense-weight/--context-weight, "
-            "or the same fields in the API's search body)"
+            f"collection {config.name!r} has other search defaults ({detail}): pass them per query "
+            "(situate search --fusion/--dense-weight/--context-weight/--rrf-k, or the same fields in the API's "
+            "search body), or change the defaults with situate tune --apply"
         )
     raise Conflict(
         f"collection {config.name!r} was created with other settings ({detail}); "

@@ -11,6 +11,7 @@ variables and never copied into a collection, a message or a log line.
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Literal
 
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -67,9 +68,9 @@ class Settings(BaseSettings):
     stale_after_s: float = 3600
 
     embed_batch_size: int = 32
-    # The local embedder reads 256 tokens: a longer text in overlapping windows ("windows"),
-    # or its head only ("truncate", as before 0.2).
-    embed_long_text: str = "windows"
+    # The local embedder reads 256 tokens of a text: its head only ("truncate"), or all of it in
+    # overlapping windows ("windows": ~20% slower ingest for a mixed, small gain; see README).
+    embed_long_text: Literal["truncate", "windows"] = "truncate"
 
     # LLM contextualizers (see workers/contextualizers/claude/). Concurrency is per worker process.
     llm_concurrency: int = 16
@@ -100,6 +101,12 @@ class Settings(BaseSettings):
     # ``situate api``): beyond loopback, it refuses to start without a token.
     api_token: str = ""
     api_host: str = "127.0.0.1"
+    # How long a browser stays signed in to /dashboard (producers/dashboard.py).
+    dashboard_session_s: int = 8 * 3600
+    # ``situate flower``: basic auth (required beyond loopback). OAuth: Flower's own
+    # FLOWER_OAUTH2_* variables and --auth, passed through as they are.
+    flower_user: str = ""
+    flower_password: str = ""
     # A request body over this is refused whole (413), chunked uploads included; a request
     # with more documents than max_batch_documents likewise.
     max_request_bytes: int = 32_000_000

@@ -28,7 +28,9 @@ def ingest(
                                                  help="At creation: embed context + chunk, or the chunk alone."),
     context_weight: Optional[float] = typer.Option(None, help="At creation: BM25 weight of the context field."),
     fusion: Optional[str] = typer.Option(None, help="At creation: rrf | weighted."),
-    dense_weight: Optional[float] = typer.Option(None, help="At creation: weight of the dense side in fusion."),
+    dense_weight: Optional[float] = typer.Option(
+        None, help="At creation: weight of the dense side in fusion (default: by the collection's share of code)."),
+    rrf_k: Optional[int] = typer.Option(None, "--rrf-k", min=1, max=1000, help="At creation: RRF's k."),
     no_wait: bool = typer.Option(False, "--no-wait", help="Return once queued."),
     batch: bool = typer.Option(False, "--batch", help="Situate through Anthropic Message Batches (-50%, slower)."),
     timeout: Optional[float] = typer.Option(None, help="Stop waiting after this many seconds."),
@@ -48,7 +50,7 @@ def ingest(
     config = open_or_create(collection, contextualizer=contextualizer, model=model, embedder=embedder,
                             embed_model=embed_model, language=language, chunk_tokens=chunk_tokens,
                             chunk_overlap=chunk_overlap, embed_context=embed_context,
-                            context_weight=context_weight, fusion=fusion, dense_weight=dense_weight)
+                            context_weight=context_weight, fusion=fusion, dense_weight=dense_weight, rrf_k=rrf_k)
     if batch and config.contextualizer != "anthropic":
         fail("--batch needs a collection situated with the anthropic contextualizer")
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),

@@ -26,6 +26,7 @@ cli.command()(documents.retry)
 cli.command()(documents.drop)
 cli.command()(processes.worker)
 cli.command()(processes.api)
+cli.command()(processes.flower)
 cli.add_typer(tokens.tokens, name="token")
 
 

@@ -1,4 +1,5 @@
-"""The long-running processes: ``situate worker`` (Celery) and ``situate api`` (uvicorn)."""
+"""The long-running processes: ``situate worker`` (Celery), ``situate api`` (uvicorn) and
+``situate flower`` (Celery's Flower, for our app, behind authentication)."""
 
 from __future__ import annotations
 
@@ -14,21 +15,38 @@ def worker(
     loglevel: str = typer.Option("INFO"),
     hostname: Optional[str] = typer.Option(None, help="Celery node name (default situate@host)."),
     pool: str = typer.Option("prefork", help="prefork (CPU: chunking, embedding) or threads (LLM calls)."),
+    autoscale: Optional[str] = typer.Option(
+        None, help="MIN,MAX pool processes: grown while tasks wait, shrunk when idle (prefork only)."),
 ) -> None:
     """Run a Celery worker on the pipeline's queues. For LLM contextualizers, a worker with
-    ``--pool threads`` on the contextualize.N queues keeps many documents' calls in flight."""
+    ``--pool threads`` on the contextualize.N queues keeps many documents' calls in flight.
+    Workers on any number of hosts share the queues; add one to go faster (ARCHITECTURE.md)."""
     import os
 
     from workers.pipeline.app import app
     from workers.pipeline.routing import all_queues, expand
 
+    from producers.cli.common import fail
+
+    bounds = None
+    if autoscale:
+        try:
+            low, high = sorted(int(n) for n in autoscale.split(","))
+            assert low >= 1 and high >= low
+        except (ValueError, AssertionError):
+            fail("--autoscale takes MIN,MAX, two whole numbers, 1 <= MIN <= MAX")
+        if pool != "prefork":
+            fail("--autoscale works with the prefork pool only")
+        bounds, concurrency = (low, high), high
     # Each pool process embeds with ONNX Runtime, which by default spreads over every core:
     # N processes x all cores oversubscribes the CPU (measured: 8.6 -> 11.3 chunks/s on 2
-    # cores with 2 processes when each takes its share).
+    # cores with 2 processes when each takes its share). Autoscaled: the share at MAX.
     os.environ.setdefault("SITUATE_EMBED_THREADS", str(max(1, (os.cpu_count() or 1) // concurrency)))
     chosen = expand([q.strip() for q in queues.split(",") if q.strip()]) if queues else all_queues()
     argv = ["worker", "--queues", ",".join(chosen), "--concurrency", str(concurrency),
             "--loglevel", loglevel, "--pool", pool, "--events", "--without-gossip", "--without-mingle"]
+    if bounds:  # Celery's order: MAX,MIN
+        argv += ["--autoscale", f"{bounds[1]},{bounds[0]}"]
     if hostname:
         argv += ["--hostname", hostname]
     app.worker_main(argv)
@@ -52,3 +70,45 @@ def api(host: str = typer.Option("127.0.0.1"), port: int = typer.Option(8000)) -
     get_settings.cache_clear()
     logs.configure("INFO")
     uvicorn.run("producers.api:app", host=host, port=port, log_config=None, access_log=True)
+
+
+def flower(host: str = typer.Option("127.0.0.1"), port: int = typer.Option(5555)) -> None:
+    """Celery's Flower for situate's workers and queues, behind basic auth from
+    SITUATE_FLOWER_USER / SITUATE_FLOWER_PASSWORD (or Flower's own OAuth: FLOWER_AUTH,
+    FLOWER_AUTH_PROVIDER, FLOWER_OAUTH2_*, passed through). Beyond loopback, only with one."""
+    import os
+    import sys
+
+    from producers.auth import is_loopback
+    from producers.cli.common import fail
+    from workers.settings import get_settings
+
+    s = get_settings()
+    oauth = bool(os.environ.get("FLOWER_AUTH"))
+    if bool(s.flower_user) != bool(s.flower_password):
+        fail("set both SITUATE_FLOWER_USER and SITUATE_FLOWER_PASSWORD, or neither")
+    if not (s.flower_user or oauth) and not is_loopback(host):
+        fail(f"refusing to serve Flower on {host} without credentials: set SITUATE_FLOWER_USER and "
+             "SITUATE_FLOWER_PASSWORD (or Flower's OAuth: FLOWER_AUTH, FLOWER_OAUTH2_*)")
+    if s.flower_user:  # through the environment, not argv: a password in argv is in `ps` for anyone
+        os.environ["FLOWER_BASIC_AUTH"] = f"{s.flower_user}:{s.flower_password}"
+    _guard_flower_open_routes()
+    from celery.bin.celery import main as celery_main
+
+    sys.argv = ["celery", "-A", "workers.pipeline.app", "flower", f"--address={host}", f"--port={port}"]
+    celery_main()
+
+
+def _guard_flower_open_routes() -> None:
+    """Flower serves ``/metrics`` and ``/healthcheck`` to anyone, whatever its auth settings
+    (they lack tornado's ``authenticated``): give them the same check as every other page."""
+    import tornado.web
+    from flower.views import monitor
+
+    def prepare(handler) -> None:
+        options = handler.application.options
+        if (options.basic_auth or options.auth) and not handler.current_user:
+            raise tornado.web.HTTPError(401)
+
+    monitor.Metrics.prepare = prepare
+    monitor.Healthcheck.prepare = prepare

@@ -21,6 +21,7 @@ def search(
     fusion: Optional[str] = typer.Option(None, help="rrf | weighted (default: the collection's)"),
     context_weight: Optional[float] = typer.Option(None, help="BM25 weight of the context field"),
     dense_weight: Optional[float] = typer.Option(None, help="weight of the dense side in fusion"),
+    rrf_k: Optional[int] = typer.Option(None, "--rrf-k", min=1, max=1000, help="RRF's k (lower: sharper)"),
     reranker: Optional[str] = typer.Option(None, help="none | voyage | bedrock | cohere | onnx"),
     json_output: bool = typer.Option(False, "--json"),
 ) -> None:
@@ -39,7 +40,7 @@ def search(
     flat = {k_: v[0] if len(v) == 1 else v for k_, v in parsed.items()}
     started = time.perf_counter()
     options = retrieval.SearchOptions(mode=mode, fusion=fusion, context_weight=context_weight,
-                                      dense_weight=dense_weight, reranker=reranker)
+                                      dense_weight=dense_weight, reranker=reranker, rrf_k=rrf_k)
     try:
         hits = retrieval.search(config, query, k=k, filters=flat, options=options)
     except ValueError as e:
@@ -111,6 +112,7 @@ def eval_cmd(
     fusion: Optional[str] = typer.Option(None, help="override every collection's fusion"),
     context_weight: Optional[float] = typer.Option(None, help="override the BM25 weight of contexts"),
     dense_weight: Optional[float] = typer.Option(None, help="override the dense weight"),
+    rrf_k: Optional[int] = typer.Option(None, "--rrf-k", min=1, max=1000, help="override RRF's k"),
     compare: Optional[str] = typer.Option(
         None, help="BEFORE,AFTER configuration labels whose flipped queries are listed "
                    "(default: the first collection's hybrid against the last one's, or dense against hybrid)"),
@@ -125,7 +127,7 @@ def eval_cmd(
 
     chosen_reranker = reranker or get_settings().reranker
     spec = configs or ("dense,bm25,hybrid" + (",hybrid+rerank" if chosen_reranker != "none" else ""))
-    overrides = {"fusion": fusion, "context_weight": context_weight, "dense_weight": dense_weight}
+    overrides = {"fusion": fusion, "context_weight": context_weight, "dense_weight": dense_weight, "rrf_k": rrf_k}
     if suites_file:
         if names or queries:
             fail("--suites names its collections and queries itself: no --collection/--queries with it")
@@ -251,13 +253,17 @@ def tune(
     queries: Path = typer.Option(..., "--queries", exists=True, dir_okay=False),
     fmt: str = typer.Option("cookbook", "--format", help="cookbook | jsonl"),
     folds: int = typer.Option(5, min=2, max=20, help="cross-validation folds"),
+    reranker: Optional[str] = typer.Option(None, "--reranker",
+                                           help="also try each setting reranked by this (none | voyage | bedrock | "
+                                                "cohere | onnx); default: the collection's or the server's reranker"),
     apply: bool = typer.Option(False, "--apply", help="store the winner as the collection's search defaults"),
     json_output: bool = typer.Option(False, "--json"),
 ) -> None:
-    """Find the fusion, weights and RRF k that suit your labelled queries, graded with
+    """Find the fusion, weights, RRF k and reranking that suit your labelled queries, graded with
     cross-validation (never on the queries a setting was chosen on); --apply stores the winner."""
     from producers import tuning
     from producers.evaluate import KS, QueryFileError, load_queries
+    from producers.retrieval import rerankers as retrieval_rerankers
     from workers import lifecycle
 
     config = existing(collection)
@@ -271,20 +277,34 @@ def tune(
     weights = tuning.CONTEXT_WEIGHTS if has_contexts else (0.0,)
     resolved = SearchOptions().resolved(config)
     current = tuning.Setting(resolved.fusion, resolved.dense_weight, resolved.context_weight if has_contexts else 0.0,
-                             resolved.rrf_k)
+                             resolved.rrf_k, resolved.reranker or "none")
+    tried = reranker if reranker is not None else current.reranker
+    try:
+        for name in {tried, current.reranker}:
+            retrieval_rerankers.check(name)
+            if name != "none":
+                retrieval_rerankers.get(name)
+    except ValueError as e:
+        fail(str(e))
     if current.context_weight not in weights:
         weights = (*weights, current.context_weight)
     rankings = tuning.side_rankings(config, labelled, weights)
-    grid = tuning.grid(has_contexts)
+    grid = tuning.grid(has_contexts, tried)
     if current not in grid:
         grid.append(current)
+    for name in {tried, current.reranker} - {"none"}:
+        scored = tuning.add_rerank_scores(labelled, rankings, name)
+        if not json_output:
+            out.print(f"[dim]{name} scored {scored} candidates ({scored / len(labelled):.0f} per query)[/dim]")
     try:
         result = tuning.tune(labelled, rankings, current, grid, folds)
     except ValueError as e:
         fail(str(e))
     if apply:
+        # Reranking is pinned only when it was in the running; else the server's default still applies.
+        pinned = {"reranker": result.winner.reranker} if {tried, current.reranker} != {"none"} else {}
         lifecycle.set_search_defaults(collection, fusion=result.winner.fusion, dense_weight=result.winner.dense_weight,
-                                      context_weight=result.winner.context_weight, rrf_k=result.winner.rrf_k)
+                                      context_weight=result.winner.context_weight, rrf_k=result.winner.rrf_k, **pinned)
     if json_output:
         print(json.dumps({**result.summary(), "applied": apply}))
         return

@@ -142,6 +142,33 @@ def test_api_rerankers_reorder_the_fused_candidates(standin, worker, collection_
     assert counts[route[reranker]] == 1
 
 
+# -- situate tune --------------------------------------------------------------------------------
+
+def test_tune_grades_held_out_tries_the_reranker_and_applies_the_winner(standin, worker, collection_name, tmp_path):
+    standin.configure()
+    _ingest(collection_name, contextualizer="keywords")
+    queries = tmp_path / "labels.jsonl"
+    asks = [("otters hold hands", "otters"), ("stones as tools", "otters"), ("urchins and crabs", "otters"),
+            ("process scheduler", "kernel"), ("memory pages", "kernel"), ("interrupts", "kernel"),
+            ("parse an http header", "parser"), ("partition raw line", "parser"),
+            ("wild yeast", "bread"), ("slow fermentation overnight", "bread")]
+    queries.write_text("\n".join(json.dumps({"query": q, "gold": [{"doc_id": d, "chunk": 0}]}) for q, d in asks))
+    result = run_cli("tune", "-c", collection_name, "--queries", str(queries), "--format", "jsonl", "--folds", "2",
+                     "--reranker", "voyage", "--apply", "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["queries"] == 10 and report["folds"] == 2 and len(report["fold_winners"]) == 2 and report["applied"]
+    assert report["held_out"]["pass@20"] == 100.0  # four documents: every one is in the top 20
+    # Each query's candidates were scored once, not once per setting tried.
+    assert standin.stats()["vectors"]["voyage_rerank_requests"] == 10
+    winner, stored = report["winner"], catalog.load(collection_name)
+    assert (stored.fusion, stored.dense_weight, stored.context_weight, stored.reranker) == (
+        winner["fusion"], winner["dense_weight"], winner["context_weight"], winner["reranker"])
+    refused = run_cli("tune", "-c", collection_name, "--queries", str(queries), "--format", "jsonl",
+                      "--reranker", "nope")
+    assert refused.returncode != 0 and "unknown reranker" in refused.stderr
+
+
 # -- situate eval --------------------------------------------------------------------------------
 
 def test_eval_compares_collections_with_a_report(worker, collection_name, tmp_path):

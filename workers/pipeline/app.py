@@ -13,15 +13,16 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import time
 
 from celery import Celery
-from celery.signals import setup_logging, task_postrun, task_prerun, worker_init
+from celery.signals import before_task_publish, setup_logging, task_postrun, task_prerun, worker_init
 
 from workers import logs
 from workers.connections import broker_ssl
 
 from workers.pipeline.delivery import Heartbeat
-from workers.pipeline.routing import CHUNK_QUEUE, INDEX_QUEUE, PRIORITY_SEP, PRIORITY_STEPS
+from workers.pipeline.routing import CHUNK_QUEUE, INDEX_QUEUE, PRIORITY_SEP, PRIORITY_STEPS, QUEUED_AT_HEADER
 from workers.settings import get_settings
 
 # Celery task names: "situate.<stage>", the Python function's name after the dot.
@@ -78,6 +79,14 @@ PRELOAD = {"ANTHROPIC_API_KEY": "anthropic", "ANTHROPIC_AUTH_TOKEN": "anthropic"
 def json_logs(loglevel=None, **_) -> None:
     """Celery leaves logging to us when this signal has a receiver: JSON lines, no secrets."""
     logs.configure(loglevel if isinstance(loglevel, str) else logging.getLevelName(loglevel or logging.INFO))
+
+
+@before_task_publish.connect
+def stamp_queued_time(headers=None, **_) -> None:
+    """When the message was queued: the age of a queue's oldest message is the backlog an
+    operator (and an autoscaler) watches; Celery's messages carry no such time of their own."""
+    if headers is not None:
+        headers.setdefault(QUEUED_AT_HEADER, round(time.time(), 3))
 
 
 _bound: dict[str, object] = {}

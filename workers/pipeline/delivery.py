@@ -32,7 +32,7 @@ from celery.worker import state as worker_state
 from celery.worker.request import Request
 
 from workers.connections import redis_client
-from workers.pipeline import guard
+from workers.pipeline import guard, presence
 from workers.settings import get_settings
 
 log = logging.getLogger("situate.delivery")
@@ -148,7 +148,8 @@ def heartbeat() -> None:
 
 
 class Heartbeat(bootsteps.StartStopStep):
-    """A timer in the worker's consumer that runs ``heartbeat`` every ``heartbeat_s``."""
+    """A timer in the worker's consumer that runs ``heartbeat`` every ``heartbeat_s``, and
+    says the worker is online (``presence``)."""
 
     requires = {"celery.worker.consumer.tasks:Tasks"}
 
@@ -157,7 +158,18 @@ class Heartbeat(bootsteps.StartStopStep):
         self.tref = None
 
     def start(self, c):
-        self.tref = c.timer.call_repeatedly(get_settings().heartbeat_s, heartbeat, priority=10)
+        def beat():
+            heartbeat()
+            try:
+                presence.announce(c)
+            except guard.TRANSIENT as e:
+                log.warning("presence: %s", e)
+
+        try:  # online at once, not a heartbeat later
+            presence.announce(c)
+        except guard.TRANSIENT:
+            pass
+        self.tref = c.timer.call_repeatedly(get_settings().heartbeat_s, beat, priority=10)
 
     def stop(self, c):
         if self.tref is not None:

@@ -19,6 +19,7 @@ from kombu.exceptions import OperationalError
 from opensearchpy.exceptions import ConnectionError as OpenSearchConnectionError
 from redis.exceptions import ConnectionError as RedisConnectionError, TimeoutError as RedisTimeoutError
 
+from workers import metrics
 from workers.connections import redis_client
 from workers.documents import BadDocument, PublicError
 from workers.settings import get_settings
@@ -119,12 +120,24 @@ class PipelineTask(Task):
     Request = "workers.pipeline.delivery:GuardedRequest"
 
     def __call__(self, *args, **kwargs):
+        started = time.monotonic()
+        outcome = "failed"
+        try:
+            result = self._run_patiently(*args, **kwargs)
+            outcome = "done"
+            return result
+        finally:
+            metrics.observe("stage_seconds", time.monotonic() - started, stage=self.name.split(".", 1)[1],
+                            outcome=outcome)
+
+    def _run_patiently(self, *args, **kwargs):
         patience = time.monotonic() + get_settings().transient_patience_s
         delay = 1.0
         while True:
             try:
                 return self.run(*args, **kwargs)
             except TRANSIENT as e:
+                metrics.count("stage_transient_retries", 1, stage=self.name.split(".", 1)[1])
                 if time.monotonic() + delay > patience:
                     raise
                 log.warning("%s%s: %s: %s; again in %.0f s", self.name, tuple(args[:3]), type(e).__name__, e, delay)

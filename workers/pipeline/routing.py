@@ -19,6 +19,7 @@ Queue names before 0.2 were ``ingest``, ``situate.N`` and ``index``; an old name
 from __future__ import annotations
 
 import hashlib
+import json
 
 from workers.settings import get_settings
 
@@ -68,10 +69,36 @@ def contextualize_priority(chunks: int) -> int:
 def queue_length(redis, queue: str) -> int:
     """Messages waiting in ``queue``, over all of Kombu's priority sub-lists."""
     pipe = redis.pipeline(transaction=False)
-    pipe.llen(queue)
-    for level in PRIORITY_STEPS[1:]:
-        pipe.llen(f"{queue}{PRIORITY_SEP}{level}")
+    for name in sublists(queue):
+        pipe.llen(name)
     return sum(pipe.execute())
+
+
+QUEUED_AT_HEADER = "situate_queued_at"  # set on every message as it is sent (app.stamp_queued_time)
+
+
+def sublists(queue: str) -> list[str]:
+    """Kombu's lists for one queue: the queue itself (priority 0), then one per priority step."""
+    return [queue] + [f"{queue}{PRIORITY_SEP}{level}" for level in PRIORITY_STEPS[1:]]
+
+
+def oldest_waiting_s(redis, queue: str, now: float) -> float | None:
+    """Age of the oldest message waiting in ``queue`` (Kombu pushes on the left and takes from
+    the right: the oldest of each sub-list is its last element). None: empty, or only messages
+    sent before this header existed."""
+    pipe = redis.pipeline(transaction=False)
+    for name in sublists(queue):
+        pipe.lindex(name, -1)
+    ages = []
+    for raw in pipe.execute():
+        if raw:
+            try:
+                sent = json.loads(raw)["headers"].get(QUEUED_AT_HEADER)
+            except (ValueError, KeyError, TypeError, AttributeError):
+                continue
+            if isinstance(sent, (int, float)):
+                ages.append(max(0.0, now - sent))
+    return max(ages) if ages else None
 
 
 # Before 0.2: ``ingest`` and ``situate.N``. Messages queued then sit in the old lists.

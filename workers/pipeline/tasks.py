@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import time
 
-from workers import models
+from workers import metrics, models
 from workers.chunking import Chunk, guess_language, is_code, locate, split
 from workers.connections import redis_client
 from workers.contextualizers import registry
@@ -243,6 +243,9 @@ def index(collection: str, doc_id: str, version: str) -> None:
     removed = chunk_index.delete_older(config, doc_id, doc["seq"], refresh_first=recent)
     body_store().delete(collection, doc_id, version)
     checkpoints.release(collection, doc_id, version)
+    with metrics.batch() as m:  # throughput over time, for /metrics and the dashboard
+        m.count("documents_indexed", 1, collection=collection)
+        m.count("chunks_indexed", len(rows), collection=collection)
     log.info("indexed %s/%s v%s: %d chunks, %d older removed", collection, doc_id, version, len(rows), removed)
 
 

@@ -108,11 +108,17 @@ class LLMContextualizer:
             attempt += 1
             reservation = self.limiter.acquire(reserve_in, s.llm_max_output_tokens)
             t0 = time.monotonic()
+            first_token: list[float] = []
+
+            def started(counters: dict[str, int]) -> None:  # a streamed call: its time to first token
+                first_token.append(time.monotonic() - t0)
+                on_started(counters)
+
             try:
-                answer = self.provider.call(prompt, s.llm_max_output_tokens, on_started)
+                answer = self.provider.call(prompt, s.llm_max_output_tokens, started if on_started else None)
             except Fault as fault:
                 self.limiter.settle(reservation, 0, 0)
-                usage.record_fault(doc.collection, run, fault.kind)
+                usage.record_fault(doc.collection, run, fault.kind, self.config.model)
                 if fault.kind != "http_429" and overloaded + 1 >= s.llm_max_attempts:
                     raise LLMError(f"chunk {chunk.n}: gave up after {attempt} attempts ({fault})") from None
                 if fault.kind == "http_429" and time.monotonic() > patience_until:
@@ -136,7 +142,8 @@ class LLMContextualizer:
                  "cache_write_tokens": answer.cache_write_tokens, "cache_read_tokens": answer.cache_read_tokens,
                  "output_tokens": answer.output_tokens, "cost_usd": cost, "attempt": attempt,
                  "latency_ms": round(latency * 1000)}
-            usage.record_call(doc.collection, run, doc.doc_id, chunk.n, self.config.model, u, latency, cost, attempt)
+            usage.record_call(doc.collection, run, doc.doc_id, chunk.n, self.config.model, u, latency, cost, attempt,
+                              first_token_s=first_token[0] if first_token else None)
             text = " ".join(answer.text.split())
             if answer.stop_reason == "refusal":
                 raise LLMError(f"chunk {chunk.n}: the model refused to answer")

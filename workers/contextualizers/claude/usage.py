@@ -21,6 +21,7 @@ from typing import Any
 
 from redis.exceptions import ConnectionError as RedisConnectionError, TimeoutError as RedisTimeoutError
 
+from workers import metrics
 from workers.connections import redis_client
 
 log = logging.getLogger("situate.usage")
@@ -66,7 +67,8 @@ def _add(collection: str, run: str | None, fields: dict[str, float]) -> None:
 
 
 def record_call(collection: str, run: str | None, doc_id: str, chunk: int, model: str, usage: dict[str, Any],
-                latency_s: float, cost: float, attempt: int, batch: bool = False) -> None:
+                latency_s: float, cost: float, attempt: int, batch: bool = False,
+                first_token_s: float | None = None) -> None:
     line = {"event": "llm_call", "collection": collection, "doc_id": doc_id, "chunk": chunk, "model": model,
             "input_tokens": usage.get("input_tokens", 0), "cache_write_tokens": usage.get("cache_write_tokens", 0),
             "cache_read_tokens": usage.get("cache_read_tokens", 0), "output_tokens": usage.get("output_tokens", 0),
@@ -76,11 +78,21 @@ def record_call(collection: str, run: str | None, doc_id: str, chunk: int, model
                            "cache_write_tokens": line["cache_write_tokens"],
                            "cache_read_tokens": line["cache_read_tokens"], "output_tokens": line["output_tokens"],
                            "cost_usd": float(cost), "batch_calls": int(batch)})
+    with metrics.batch() as m:  # the same figures, by model and over time, for /metrics and /dashboard
+        m.count("llm_calls", 1, collection=collection, model=model)
+        for kind in ("input", "cache_write", "cache_read", "output"):
+            m.count("llm_tokens", line[f"{kind}_tokens"], collection=collection, model=model, kind=kind)
+        m.count("llm_cost_usd", float(cost), collection=collection, model=model)
+        if not batch:  # a batch answer's latency is the batch's, not a call's
+            m.observe("llm_call_seconds", latency_s, model=model)
+        if first_token_s is not None:
+            m.observe("llm_first_token_seconds", first_token_s, model=model)
 
 
-def record_fault(collection: str, run: str | None, kind: str) -> None:
+def record_fault(collection: str, run: str | None, kind: str, model: str = "") -> None:
     """kind: http_429, http_529, http_5xx or errors."""
     _add(collection, run, {kind: 1})
+    metrics.count("llm_faults", 1, collection=collection, model=model, kind=kind)
 
 
 def record_document(collection: str, run: str | None, doc_id: str, model: str, calls: list[dict[str, Any]],
@@ -100,6 +112,7 @@ def record_document(collection: str, run: str | None, doc_id: str, model: str, c
         _add(collection, run, {"best_read_tokens": best})
     else:
         _add(collection, run, {"documents": 1, "document_tokens": document_tokens, "best_read_tokens": best})
+    metrics.count("llm_best_read_tokens", best, collection=collection, model=model)
     return summary
 
 

@@ -1,0 +1,98 @@
+"""The state of the whole pipeline right now, read from Redis and OpenSearch in one place.
+
+``/metrics``, ``/dashboard`` and ``situate status`` show the same figures because they all
+come from here: documents by state, chunks indexed, queue depth and the age of each queue's
+oldest message, unacknowledged deliveries, workers online, and the LLM bill (``usage``, whose
+totals ``situate stats`` prints) with the cache-read ratio beside the best possible.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from workers import metrics
+from workers.connections import redis_client
+from workers.contextualizers.claude import usage
+from workers.pipeline import presence
+from workers.pipeline.routing import all_queues, oldest_waiting_s, sublists
+from workers.storage import catalog, chunk_index, states
+
+# Kombu's names for the messages delivered and not yet acknowledged (Redis transport defaults).
+UNACKED, UNACKED_INDEX = "unacked", "unacked_index"
+
+
+def queues(now: float | None = None) -> dict[str, dict[str, Any]]:
+    """Per queue: messages waiting (all priority sub-lists, and each), the oldest one's age."""
+    r, now = redis_client(), now or time.time()
+    out = {}
+    for q in all_queues():
+        pipe = r.pipeline(transaction=False)
+        names = sublists(q)
+        for name in names:
+            pipe.llen(name)
+        by_list = dict(zip(names, pipe.execute()))
+        out[q] = {"waiting": sum(by_list.values()), "by_priority_list": {k: v for k, v in by_list.items() if v},
+                  "oldest_s": oldest_waiting_s(r, q, now)}
+    return out
+
+
+def unacked(now: float | None = None) -> dict[str, Any]:
+    """Deliveries held by workers. Their time is moved to now by the holder's heartbeat, so the
+    oldest age stays under a heartbeat or two while every holder lives: a larger one is a dead
+    worker's messages, waiting for the sweep."""
+    r, now = redis_client(), now or time.time()
+    oldest = r.zrange(UNACKED_INDEX, 0, 0, withscores=True)
+    return {"count": r.hlen(UNACKED), "oldest_heartbeat_s": round(now - oldest[0][1], 1) if oldest else None}
+
+
+def collections() -> list[dict[str, Any]]:
+    rows = []
+    for name in catalog.list_names():
+        config = catalog.find(name)
+        if config is None:
+            continue
+        try:
+            chunks: int | None = chunk_index.count(config)
+        except Exception:  # index missing or node down: the rest still answers
+            chunks = None
+        rows.append({"collection": name, "documents": states.counts(name), "chunks_indexed": chunks,
+                     "contextualizer": config.contextualizer, "model": config.model or None,
+                     "embedder": config.embedder})
+    return rows
+
+
+def bill(names: list[str]) -> dict[str, Any]:
+    """``situate stats --json``'s totals: all collections, then each."""
+    return {"all": usage.totals(None), "collections": {n: usage.totals(n) for n in names}}
+
+
+def by_model() -> dict[str, dict[str, float]]:
+    """Tokens, cost and cache ratios per (collection, model), from the metrics counters."""
+    counters = metrics.read_counters()
+    rows: dict[tuple[str, str], dict[str, float]] = {}
+
+    def row(labels: dict) -> dict[str, float]:
+        return rows.setdefault((labels.get("collection", ""), labels.get("model", "")),
+                               {"input": 0, "cache_write": 0, "cache_read": 0, "output": 0, "calls": 0,
+                                "cost_usd": 0.0, "best_read": 0})
+
+    for labels, value in counters.get("llm_tokens", []):
+        row(labels)[labels["kind"]] += value
+    for name, field in (("llm_calls", "calls"), ("llm_cost_usd", "cost_usd"), ("llm_best_read_tokens", "best_read")):
+        for labels, value in counters.get(name, []):
+            row(labels)[field] += value
+    out = {}
+    for (collection, model), r in rows.items():
+        prompt = r["input"] + r["cache_write"] + r["cache_read"]
+        r["cache_read_ratio"] = r["cache_read"] / prompt if prompt else 0.0
+        r["best_read_ratio"] = min(1.0, r["best_read"] / prompt) if prompt else 0.0
+        out[f"{collection}|{model}"] = {"collection": collection, "model": model, **r}
+    return out
+
+
+def snapshot() -> dict[str, Any]:
+    now = time.time()
+    rows = collections()
+    return {"at": now, "collections": rows, "queues": queues(now), "unacked": unacked(now),
+            "workers": presence.online(), "bill": bill([r["collection"] for r in rows]), "by_model": by_model()}

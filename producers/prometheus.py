@@ -1,0 +1,124 @@
+"""``GET /metrics``: the fleet's figures in Prometheus's text format, names ``situate_*``.
+
+The workers' counters and histograms come from Redis (``workers.metrics``), gauges from a
+live ``fleet.snapshot()``: one scrape of the API sees every worker, including those an
+autoscaler has already stopped. This API process's own requests are counted in memory (each
+API replica is a scrape target of its own, labelled by Prometheus's ``instance``).
+"""
+
+from __future__ import annotations
+
+import math
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
+from producers import fleet
+from workers import metrics
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+# name in Redis -> (Prometheus name, help, label names)
+COUNTERS = {
+    "documents_indexed": ("situate_documents_indexed", "Documents indexed (a new version counts again).",
+                          ["collection"]),
+    "chunks_indexed": ("situate_chunks_indexed", "Chunks written to the index.", ["collection"]),
+    "llm_calls": ("situate_llm_calls", "LLM calls answered.", ["collection", "model"]),
+    "llm_tokens": ("situate_llm_tokens", "LLM tokens by kind: input, cache_write, cache_read, output.",
+                   ["collection", "model", "kind"]),
+    "llm_cost_usd": ("situate_llm_cost_usd", "What the LLM calls cost, in US dollars.", ["collection", "model"]),
+    "llm_best_read_tokens": ("situate_llm_best_read_tokens",
+                             "Cache reads the same calls could have had at best.", ["collection", "model"]),
+    "llm_faults": ("situate_llm_faults", "Provider faults (kind: http_429, http_529, http_5xx); each is "
+                   "retried until the attempts or the patience run out.", ["collection", "model", "kind"]),
+    "stage_transient_retries": ("situate_stage_transient_retries",
+                                "A stage run again in place: Redis, OpenSearch or the broker unreachable.",
+                                ["stage"]),
+}
+HISTOGRAMS = {
+    "stage_seconds": ("situate_stage_seconds", "How long a stage task ran (outcome: done or failed).",
+                      ["stage", "outcome"]),
+    "llm_call_seconds": ("situate_llm_call_seconds", "One provider call, request to full answer.", ["model"]),
+    "llm_first_token_seconds": ("situate_llm_first_token_seconds",
+                                "Time to first token of a streamed call (a document's warm-up call).", ["model"]),
+}
+
+
+class FleetCollector:
+    def collect(self):
+        counters = metrics.read_counters()
+        for name, (prom, help_, labels) in COUNTERS.items():
+            family = CounterMetricFamily(prom, help_, labels=labels)
+            for values, value in counters.get(name, []):
+                family.add_metric([values.get(label, "") for label in labels], value)
+            yield family
+        stored = metrics.read_histograms()
+        bounds = [("+Inf" if b == math.inf else str(b)) for b in metrics.BUCKETS]
+        for name, (prom, help_, labels) in HISTOGRAMS.items():
+            family = HistogramMetricFamily(prom, help_, labels=labels)
+            for h in stored.get(name, []):
+                family.add_metric([h["labels"].get(label, "") for label in labels],
+                                  list(zip(bounds, h["buckets"])), h["sum"])
+            yield family
+        yield from self._gauges(fleet.snapshot())
+
+    @staticmethod
+    def _gauges(snap: dict):
+        docs = GaugeMetricFamily("situate_documents", "Documents by state.", labels=["collection", "state"])
+        chunks = GaugeMetricFamily("situate_index_chunks", "Chunks in the index now.", labels=["collection"])
+        for row in snap["collections"]:
+            for state, n in row["documents"].items():
+                docs.add_metric([row["collection"], state], n)
+            if row["chunks_indexed"] is not None:
+                chunks.add_metric([row["collection"]], row["chunks_indexed"])
+        yield docs
+        yield chunks
+        ratio = GaugeMetricFamily("situate_llm_cache_read_ratio", "Cache reads / prompt tokens.",
+                                  labels=["collection", "model"])
+        best = GaugeMetricFamily("situate_llm_cache_read_best_ratio",
+                                 "The best cache-read ratio the same calls could have had.",
+                                 labels=["collection", "model"])
+        for row in snap["by_model"].values():
+            ratio.add_metric([row["collection"], row["model"]], row["cache_read_ratio"])
+            best.add_metric([row["collection"], row["model"]], row["best_read_ratio"])
+        yield ratio
+        yield best
+        depth = GaugeMetricFamily("situate_queue_messages", "Messages waiting, over all priority lists.",
+                                  labels=["queue"])
+        lists = GaugeMetricFamily("situate_queue_list_messages", "Messages waiting in each of Kombu's "
+                                  "priority lists (list: the Redis key).", labels=["queue", "list"])
+        oldest = GaugeMetricFamily("situate_queue_oldest_age_seconds", "Age of the oldest waiting message.",
+                                   labels=["queue"])
+        for q, row in snap["queues"].items():
+            depth.add_metric([q], row["waiting"])
+            for key, n in row["by_priority_list"].items():
+                lists.add_metric([q, key], n)
+            oldest.add_metric([q], row["oldest_s"] or 0.0)
+        yield depth
+        yield lists
+        yield oldest
+        yield GaugeMetricFamily("situate_unacked_messages", "Delivered, not yet acknowledged.",
+                                value=snap["unacked"]["count"])
+        yield GaugeMetricFamily("situate_unacked_oldest_heartbeat_age_seconds",
+                                "Since the holder of the stalest unacknowledged message last said it "
+                                "was alive: above a few heartbeats, a dead worker's messages.",
+                                value=snap["unacked"]["oldest_heartbeat_s"] or 0.0)
+        yield GaugeMetricFamily("situate_workers_online", "Workers that sent a heartbeat lately.",
+                                value=len(snap["workers"]))
+        active = GaugeMetricFamily("situate_worker_active_tasks", "Tasks each worker is running.",
+                                   labels=["worker"])
+        for w in snap["workers"]:
+            active.add_metric([w["hostname"]], len(w["active"]))
+        yield active
+
+
+registry = CollectorRegistry(auto_describe=False)
+registry.register(FleetCollector())
+api_requests = Counter("situate_api_requests", "API requests answered.", ["method", "route", "status"],
+                       registry=registry)
+api_seconds = Histogram("situate_api_request_seconds", "API request latency.", ["method", "route"],
+                        registry=registry, buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
+
+
+def render() -> bytes:
+    return generate_latest(registry)

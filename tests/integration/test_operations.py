@@ -1,0 +1,231 @@
+"""What an operator watches: /metrics, the /dashboard in a real headless Chromium, Flower
+behind auth, and the worker's autoscale flag; every figure checked against ``situate stats``."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+
+import httpx
+import numpy as np
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from harness import SITUATE, Api, free_port, stop
+from tests.support import TEST_MODEL, cookbook_docs, ingest, run_cli
+
+TOKEN = "ops-token-5c1e"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.fixture(scope="module")
+def api():
+    server = Api(env={"SITUATE_API_TOKEN": TOKEN})
+    yield server
+    server.stop()
+    assert TOKEN not in server.output(), "the API token leaked into the server's log"
+
+
+@pytest.fixture(scope="module")
+def run(worker, api):
+    """One collection situated by the stand-in Claude (a bill to show), with a failed document."""
+    import uuid
+
+    from workers import lifecycle
+
+    name = f"t-ops-{uuid.uuid4().hex[:8]}"
+    # Over the model's cache minimum (a warm-up call, streamed, then cache reads), in fewer
+    # chunks than a slice (a sliced document's first call is not streamed).
+    docs = [d for d in cookbook_docs() if 10_000 < len(d["content"]) < 20_000][:3]
+    final = ingest(name, [{"id": d["original_uuid"], "text": d["content"]} for d in docs] + [{"id": "empty", "text": ""}],
+                   contextualizer="anthropic", model=TEST_MODEL, chunk_tokens=800)
+    yield name, final
+    lifecycle.delete(name)
+
+
+def stats(collection: str) -> dict:
+    result = run_cli("stats", "-c", collection, "--json")
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)["collections"][collection]["total"]
+
+
+def scrape(api) -> dict[str, list]:
+    r = httpx.get(f"{api.url}/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
+    return {f.name: f.samples for f in text_string_to_metric_families(r.text)}
+
+
+def value(samples: list, name: str, **labels: str) -> float:
+    return sum(s.value for s in samples if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()))
+
+
+def test_metrics_match_stats_and_cover_the_pipeline(api, run):
+    name, final = run
+    assert final["empty"]["state"] == "failed" and sum(s["state"] == "indexed" for s in final.values()) == 3
+    assert httpx.get(f"{api.url}/metrics").status_code == 401
+    assert httpx.get(f"{api.url}/metrics", headers={"Authorization": "Bearer nope"}).status_code == 401
+
+    m, bill = scrape(api), stats(name)
+    assert bill["calls"] > 0 and bill["cache_read_tokens"] > 0
+    for kind in ("input", "cache_write", "cache_read", "output"):
+        assert value(m["situate_llm_tokens"], "situate_llm_tokens_total", collection=name, kind=kind) == \
+            bill[f"{kind}_tokens"], kind
+    assert value(m["situate_llm_calls"], "situate_llm_calls_total", collection=name, model=TEST_MODEL) == bill["calls"]
+    assert value(m["situate_llm_cost_usd"], "situate_llm_cost_usd_total", collection=name) == \
+        pytest.approx(bill["cost_usd"], rel=1e-9)
+    assert value(m["situate_llm_cache_read_ratio"], "situate_llm_cache_read_ratio", collection=name) == \
+        pytest.approx(bill["cache_read_ratio"])
+    assert value(m["situate_llm_cache_read_best_ratio"], "situate_llm_cache_read_best_ratio", collection=name) == \
+        pytest.approx(bill["best_read_ratio"])
+    assert value(m["situate_documents"], "situate_documents", collection=name, state="indexed") == 3
+    assert value(m["situate_documents"], "situate_documents", collection=name, state="failed") == 1
+    chunks = sum(s["chunks"] for s in final.values() if s["state"] == "indexed")
+    assert value(m["situate_index_chunks"], "situate_index_chunks", collection=name) == chunks
+    assert value(m["situate_chunks_indexed"], "situate_chunks_indexed_total", collection=name) == chunks
+    # Histograms: every stage ran; each call has a latency; warm-up calls (streamed) a first token.
+    for stage in ("chunk", "contextualize", "index"):
+        assert value(m["situate_stage_seconds"], "situate_stage_seconds_count", stage=stage) >= 3, stage
+    assert value(m["situate_llm_call_seconds"], "situate_llm_call_seconds_count", model=TEST_MODEL) >= bill["calls"] - 3
+    assert value(m["situate_llm_first_token_seconds"], "situate_llm_first_token_seconds_count", model=TEST_MODEL) >= 1
+    # Queues (every one, with Kombu's priority lists counted), deliveries, workers.
+    assert {s.labels["queue"] for s in m["situate_queue_messages"]} >= {"chunk", "index", "contextualize.0"}
+    assert "situate_unacked_messages" in m and "situate_queue_oldest_age_seconds" in m
+    assert value(m["situate_workers_online"], "situate_workers_online") >= 1
+    # This API's own requests, by route template (a scrape is counted once answered: the next one shows it).
+    m = scrape(api)
+    assert value(m["situate_api_requests"], "situate_api_requests_total", route="/metrics", status="200") >= 1
+    assert value(m["situate_api_requests"], "situate_api_requests_total", route="/metrics", status="401") >= 2
+
+
+def test_queue_depth_and_oldest_age_follow_waiting_messages(api, worker):
+    """A message waiting while the workers stop reading its queue: counted, in its priority
+    list, with its age."""
+    from workers.connections import redis_client
+    from workers.pipeline.app import app
+
+    queue = "contextualize.3"
+    assert app.control.cancel_consumer(queue, reply=True, timeout=5)
+    try:
+        app.send_task("situate.noop-for-metrics", args=[], queue=queue, priority=4)
+        time.sleep(1.5)
+        m = scrape(api)
+        assert value(m["situate_queue_messages"], "situate_queue_messages", queue=queue) == 1
+        lists = [s for s in m["situate_queue_list_messages"] if s.labels["queue"] == queue]
+        assert [(s.labels["list"], s.value) for s in lists] == [(f"{queue}:4", 1.0)]
+        assert 1.4 <= value(m["situate_queue_oldest_age_seconds"], "situate_queue_oldest_age_seconds", queue=queue) < 30
+    finally:
+        r = redis_client()
+        for key in r.scan_iter(f"{queue}*"):
+            r.delete(key)
+        app.control.add_consumer(queue, reply=True, timeout=5)
+
+
+def test_dashboard_in_a_real_browser_shows_what_stats_says(api, run, tmp_path):
+    from playwright.sync_api import expect, sync_playwright
+
+    assert CHROMIUM, "no chromium: ops/test installs Debian's package (apt-get install chromium)"
+    name, _ = run
+    bill = stats(name)
+    assert httpx.get(f"{api.url}/dashboard").status_code == 401
+    assert httpx.get(f"{api.url}/dashboard/data").status_code == 401
+    assert httpx.get(f"{api.url}/dashboard/app.js").status_code == 401
+    assert httpx.post(f"{api.url}/dashboard/retry", json={"collection": name}).status_code == 401
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1400, "height": 1400})
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(f"{api.url}/dashboard")
+        page.fill("#token", "wrong")
+        page.click("button[type=submit]")
+        assert "Not signed in" in page.text_content("#message")
+        page.fill("#token", TOKEN)
+        page.click("button[type=submit]")
+        row = page.locator(f'#bill tr[data-collection="{name}"]')
+        row.wait_for(timeout=15_000)
+        page.wait_for_timeout(2500)  # one more live update: the charts are drawn
+
+        cookie = next(c for c in page.context.cookies() if c["name"] == "situate_session")
+        assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+        cell = lambda field: row.locator(f'[data-field="{field}"]').text_content()  # noqa: E731
+        assert cell("calls") == f"{bill['calls']:,}"
+        for kind in ("input", "cache_write", "cache_read", "output"):
+            assert cell(f"{kind}_tokens") == f"{bill[f'{kind}_tokens']:,}", kind
+        assert cell("cost_usd") == f"{bill['cost_usd']:.4f}"
+        assert cell("cache_read") == f"{bill['cache_read_ratio']:.1%} ({bill['best_read_ratio']:.1%})"
+        docs = page.locator(f'#collections tr[data-collection="{name}"] [data-field="documents"]').text_content()
+        assert docs == "failed=1, indexed=3"
+        failed = page.locator("#failed tbody tr", has_text=name)
+        from workers.storage import states
+
+        assert "empty" in failed.text_content()
+        assert failed.locator("td.bad").text_content() == states.get(name, "empty")["error"] != ""
+        assert int(page.text_content("#workers-count")) >= 1
+
+        shot = tmp_path / "dashboard.png"
+        page.screenshot(path=str(shot), full_page=True)
+        pixels = _image(shot)
+        # The charts are drawn: the throughput line and the cache-read line (first colour) exist.
+        for chart in ("#chart-throughput", "#chart-cache"):
+            box = page.locator(chart).bounding_box()
+            region = pixels[int(box["y"]):int(box["y"] + box["height"]), int(box["x"]):int(box["x"] + box["width"])]
+            assert _pixels_near(region, (0x25, 0x63, 0xEB)) > 30, f"{chart}: no series drawn"
+        # The one action: CSRF-protected. The cookie alone (another site's form) is refused.
+        refused = page.request.post(f"{api.url}/dashboard/retry", data=json.dumps({"collection": name}),
+                                    headers={"Content-Type": "application/json"})
+        assert refused.status == 403
+        failed.locator("button").click()
+        expect(page.locator("#retry-result")).to_contain_text("empty: ", timeout=10_000)
+        assert errors == [], errors
+        browser.close()
+    print(f"dashboard screenshot: {shot} ({shot.stat().st_size:,} bytes)")
+
+
+def _image(path) -> np.ndarray:
+    from matplotlib import image
+
+    return (image.imread(str(path))[:, :, :3] * 255).astype(int)
+
+
+def _pixels_near(region: np.ndarray, rgb: tuple[int, int, int], tolerance: int = 40) -> int:
+    return int((np.abs(region - np.array(rgb)).sum(axis=2) < tolerance).sum())
+
+
+def test_flower_refuses_every_request_without_credentials(tmp_path):
+    port = free_port()
+    log = open(tmp_path / "flower.log", "wb")
+    proc = subprocess.Popen([SITUATE, "flower", "--port", str(port)], stdout=log, stderr=subprocess.STDOUT,
+                            env={**os.environ, "SITUATE_FLOWER_USER": "ops", "SITUATE_FLOWER_PASSWORD": "s3cret-pw"})
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                httpx.get(url)
+                break
+            except httpx.HTTPError:
+                assert time.monotonic() < deadline and proc.poll() is None, (tmp_path / "flower.log").read_text()
+                time.sleep(0.3)
+        for path in ("/", "/workers", "/tasks", "/api/workers", "/api/tasks", "/metrics", "/healthcheck"):
+            assert httpx.get(url + path).status_code == 401, path
+            assert httpx.get(url + path, auth=("ops", "wrong")).status_code == 401, path
+        for path in ("/", "/metrics", "/healthcheck"):
+            assert httpx.get(url + path, auth=("ops", "s3cret-pw")).status_code == 200, path
+    finally:
+        stop(proc)
+        log.close()
+    assert "s3cret-pw" not in (tmp_path / "flower.log").read_text()
+    refused = run_cli("flower", "--host", "0.0.0.0", "--port", str(free_port()),
+                      env={"SITUATE_FLOWER_USER": "", "SITUATE_FLOWER_PASSWORD": ""})
+    assert refused.returncode != 0 and "without credentials" in refused.stderr
+
+
+def test_worker_autoscale_takes_min_max():
+    bad = run_cli("worker", "--autoscale", "4")
+    assert bad.returncode != 0 and "MIN,MAX" in bad.stderr
+    threads = run_cli("worker", "--autoscale", "1,4", "--pool", "threads")
+    assert threads.returncode != 0 and "prefork" in threads.stderr
