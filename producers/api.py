@@ -174,6 +174,8 @@ class CollectionIn(BaseModel):
     fusion: str | None = Field(None, pattern="^(rrf|weighted)$")
     dense_weight: float | None = Field(None, ge=0, le=100)
     rrf_k: int | None = Field(None, ge=1, le=1000)
+    index_shards: int | None = Field(None, ge=1, le=64)
+    index_replicas: str | None = Field(None, pattern=r"^(\d{1,2}|\d{1,2}-(\d{1,2}|all))$")
 
 
 class SearchIn(BaseModel):

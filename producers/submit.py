@@ -42,7 +42,7 @@ class Submission:
     error: str | None = None
 
 
-def _validate(raw: RawDocument, max_bytes: int) -> tuple[str, list[ChunkInput] | None]:
+def validate(raw: RawDocument, max_bytes: int) -> tuple[str, list[ChunkInput] | None]:
     if raw.error:
         raise BadDocument(raw.error)
     check_doc_id(raw.doc_id)
@@ -80,7 +80,7 @@ def new_run() -> str:
 
 def submit_one(config: CollectionConfig, raw: RawDocument, run: str | None = None, batch: bool = False) -> Submission:
     try:
-        text, chunks = _validate(raw, get_settings().max_document_bytes)
+        text, chunks = validate(raw, get_settings().max_document_bytes)
     except BadDocument as e:
         try:  # recorded against a valid id only: a bad id must not become a key
             states.rejected(config.name, check_doc_id(raw.doc_id), str(e))

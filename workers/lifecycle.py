@@ -53,6 +53,17 @@ def ensure(name: str, **requested: Any) -> CollectionConfig:
     return config
 
 
+def planned(name: str, **requested: Any) -> CollectionConfig:
+    """The collection as ``ensure`` would return it, stored and created nowhere (an estimate)."""
+    catalog.validate_name(name)
+    requested = {k: v for k, v in requested.items() if v is not None}
+    existing = catalog.find(name)
+    if existing is not None:
+        _check_same(existing, requested)
+        return existing
+    return _new_config(name, requested)
+
+
 def _check_same(config: CollectionConfig, requested: dict[str, Any]) -> None:
     conflicts = {k: (getattr(config, k), v) for k, v in requested.items() if getattr(config, k) != v}
     if not conflicts:

@@ -67,6 +67,10 @@ class Settings(BaseSettings):
     # for this long (its message was lost, say with a Redis that persisted nothing).
     stale_after_s: float = 3600
 
+    # Defaults for a new collection's index (see storage.catalog.CollectionConfig).
+    index_shards: int = 1
+    index_replicas: str = "0-1"
+
     embed_batch_size: int = 32
     # The local embedder reads 256 tokens of a text: its head only ("truncate"), or all of it in
     # overlapping windows ("windows": ~20% slower ingest for a mixed, small gain; see README).

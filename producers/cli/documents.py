@@ -31,10 +31,15 @@ def ingest(
     dense_weight: Optional[float] = typer.Option(
         None, help="At creation: weight of the dense side in fusion (default: by the collection's share of code)."),
     rrf_k: Optional[int] = typer.Option(None, "--rrf-k", min=1, max=1000, help="At creation: RRF's k."),
+    index_shards: Optional[int] = typer.Option(None, min=1, max=64, help="At creation: the index's primary shards."),
+    index_replicas: Optional[str] = typer.Option(
+        None, help="At creation: replicas, a count (1) or a range kept to the nodes there are (0-1, the default)."),
     no_wait: bool = typer.Option(False, "--no-wait", help="Return once queued."),
     batch: bool = typer.Option(False, "--batch", help="Situate through Anthropic Message Batches (-50%, slower)."),
     timeout: Optional[float] = typer.Option(None, help="Stop waiting after this many seconds."),
     json_output: bool = typer.Option(False, "--json", help="Print a JSON summary."),
+    estimate: bool = typer.Option(False, "--estimate", help="Print the bill (calls, tokens, cost, time at the "
+                                  "rate limits) and queue nothing; no LLM call is made."),
 ) -> None:
     """Queue documents; by default wait until each is indexed or failed (exit 1 if any failed)."""
     import time
@@ -47,10 +52,14 @@ def ingest(
     for p in paths:
         if not Path(p).exists():
             fail(f"no such file or folder: {p}")
-    config = open_or_create(collection, contextualizer=contextualizer, model=model, embedder=embedder,
-                            embed_model=embed_model, language=language, chunk_tokens=chunk_tokens,
-                            chunk_overlap=chunk_overlap, embed_context=embed_context,
-                            context_weight=context_weight, fusion=fusion, dense_weight=dense_weight, rrf_k=rrf_k)
+    requested = dict(contextualizer=contextualizer, model=model, embedder=embedder,
+                     embed_model=embed_model, language=language, chunk_tokens=chunk_tokens,
+                     chunk_overlap=chunk_overlap, embed_context=embed_context,
+                     context_weight=context_weight, fusion=fusion, dense_weight=dense_weight, rrf_k=rrf_k,
+                     index_shards=index_shards, index_replicas=index_replicas)
+    if estimate:
+        return _print_estimate(collection, requested, loaders.load(paths, fmt), json_output)
+    config = open_or_create(collection, **requested)
     if batch and config.contextualizer != "anthropic":
         fail("--batch needs a collection situated with the anthropic contextualizer")
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -97,6 +106,36 @@ def ingest(
             out.print(f"  [red]failed[/red] {d['doc_id']}: {d.get('error')}")
     if failed or pending:
         raise typer.Exit(1)
+
+
+def _print_estimate(collection: str, requested: dict, documents, json_output: bool) -> None:
+    from producers.estimate import estimate
+    from workers import lifecycle
+    from workers.storage.catalog import CollectionError
+
+    try:
+        config = lifecycle.planned(collection, **requested)
+    except (CollectionError, ValueError) as e:
+        fail(str(e))
+    e = estimate(config, documents)
+    if json_output:
+        print(json.dumps(e.to_json()))
+        return
+    out.print(f"{collection}: {e.documents:,} documents ({e.failing} would fail), {e.chunks:,} chunks, "
+              f"contextualizer {e.contextualizer}" + (f" ({e.model})" if e.model else ""), highlight=False)
+    if not e.calls:
+        out.print("no LLM call: nothing to pay", highlight=False)
+        return
+    out.print(f"calls {e.calls:,}; tokens: input {e.input_tokens:,}, cache write {e.cache_write_tokens:,}, "
+              f"cache read {e.cache_read_tokens:,} ({e.cache_read_ratio:.1%} of prompt tokens), output "
+              f"{e.output_tokens:,} ({e.output_per_call:.0f} per call)", highlight=False)
+    out.print(f"characters per token {e.block_chars_per_token:.2f} (documents), {e.rest_chars_per_token:.2f} "
+              f"(chunks); measured on this deployment's calls: {', '.join(e.measured) or 'nothing yet'} "
+              "(the rest from the model table and a default: estimates improve after a first run)", highlight=False)
+    out.print(f"cost ${e.cost_usd:,.4f} (without prompt caching ${e.cost_without_cache_usd:,.4f}); "
+              f"at the rate limits ({e.limits['rpm']:,} rpm, {e.limits['itpm']:,} input and {e.limits['otpm']:,} "
+              f"output tokens/min) at least {e.minutes_at_rate_limits:.1f} min, bound by {e.binding_limit}",
+              highlight=False)
 
 
 def drop(collection: str = typer.Option(..., "--collection", "-c"),

@@ -15,12 +15,16 @@ def status(
     collection: Optional[str] = typer.Option(None, "--collection", "-c"),
     doc_id: Optional[str] = typer.Option(None, "--doc"),
     json_output: bool = typer.Option(False, "--json"),
+    watch: bool = typer.Option(False, "--watch", "-w", help="Live bars per collection and stage, until Ctrl-C."),
+    interval: float = typer.Option(2.0, help="Seconds between updates with --watch.", min=0.2),
 ) -> None:
     """Collections with their settings, document counts by state, chunks indexed, and queues."""
     from workers.connections import redis_client
     from workers.pipeline.routing import all_queues, queue_length
     from workers.storage import catalog, chunk_index, states
 
+    if watch:
+        return _watch(collection, interval)
     if collection and doc_id:
         doc = states.get(collection, doc_id)
         if doc is None:
@@ -86,3 +90,45 @@ def stats(
         for run_id, t in data["runs"].items():
             row(f"  run {run_id}", t)
     out.print(table)
+
+
+STAGES = ("queued", "chunked", "situated", "indexed", "failed")  # the order a document moves in
+
+
+def _watch(collection: str | None, interval: float) -> None:
+    """One bar per collection: how many of its documents have reached each stage, then the
+    queues (waiting, oldest), the workers online, and the chunks/s since the watch began."""
+    import time
+
+    from rich.console import Group
+    from rich.live import Live
+    from rich.progress_bar import ProgressBar
+
+    from producers import fleet
+
+    def frame(first: dict, snap: dict, elapsed: float):
+        rows = [r for r in snap["collections"] if not collection or r["collection"] == collection]
+        table = Table("collection", "documents", *STAGES, "chunks", "chunks/s", box=None)
+        for r in rows:
+            docs = r["documents"]
+            total = sum(docs.values())
+            done = docs.get("indexed", 0) + docs.get("failed", 0)
+            before = next((f["chunks_indexed"] or 0 for f in first["collections"] if f["collection"] == r["collection"]), 0)
+            rate = ((r["chunks_indexed"] or 0) - before) / elapsed if elapsed > 0 else 0.0
+            table.add_row(r["collection"], ProgressBar(total=max(1, total), completed=done, width=30),
+                          *(str(docs.get(s, 0)) for s in STAGES), f"{r['chunks_indexed'] or 0:,}", f"{rate:.1f}")
+        queues = Table("queue", "waiting", "oldest", box=None)
+        for name, q in snap["queues"].items():
+            queues.add_row(name, f"{q['waiting']:,}", "-" if q["oldest_s"] is None else f"{q['oldest_s']:.0f} s")
+        workers = f"workers online: {len(snap['workers'])}, busy: {sum(bool(w['active']) for w in snap['workers'])}"
+        return Group(table, queues, workers)
+
+    first = fleet.snapshot()
+    started = time.monotonic()
+    try:
+        with Live(frame(first, first, 0), console=out, refresh_per_second=4) as live:
+            while True:
+                time.sleep(interval)
+                live.update(frame(first, fleet.snapshot(), time.monotonic() - started))
+    except KeyboardInterrupt:
+        pass

@@ -3,6 +3,8 @@ from the index, and nothing of them left in Redis."""
 
 from __future__ import annotations
 
+import pytest
+
 from harness import Api
 from producers.client import SituateClient
 from tests.support import ingest, run_cli
@@ -53,3 +55,27 @@ def test_dropping_from_the_cli_leaves_nothing_behind(worker, collection_name):
     result = run_cli("drop", "-c", collection_name, "--yes")
     assert result.returncode == 0, result.stderr
     assert redis_keys_of(collection_name) == [] and not catalog.exists(collection_name)
+
+
+def test_index_shards_and_replicas_are_per_collection(collection_name):
+    """Default: one shard, replicas 0-1 (green on one node, a copy once a second joins)."""
+    from workers import lifecycle
+    from workers.connections import opensearch_client
+    from workers.storage.catalog import CollectionError
+
+    client = opensearch_client()
+    default = lifecycle.ensure(collection_name)
+    index = client.indices.get_settings(index=default.index_name)[default.index_name]["settings"]["index"]
+    assert (index["number_of_shards"], index["auto_expand_replicas"]) == ("1", "0-1")
+    assert client.cluster.health(index=default.index_name, wait_for_status="green")["status"] == "green"
+
+    wide = lifecycle.ensure(collection_name + "-w", index_shards=3, index_replicas="2")
+    try:
+        index = client.indices.get_settings(index=wide.index_name)[wide.index_name]["settings"]["index"]
+        assert (index["number_of_shards"], index["number_of_replicas"]) == ("3", "2")
+        with pytest.raises(CollectionError, match="index_shards"):
+            lifecycle.ensure(wide.name, index_shards=1)  # shards shape the index: fixed at creation
+    finally:
+        lifecycle.delete(wide.name)
+    with pytest.raises(ValueError, match="index_replicas"):
+        lifecycle.ensure(collection_name + "-x", index_replicas="many")

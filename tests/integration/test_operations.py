@@ -229,3 +229,27 @@ def test_worker_autoscale_takes_min_max():
     assert bad.returncode != 0 and "MIN,MAX" in bad.stderr
     threads = run_cli("worker", "--autoscale", "1,4", "--pool", "threads")
     assert threads.returncode != 0 and "prefork" in threads.stderr
+
+
+def test_ingest_estimate_calls_nothing_and_matches_the_run_it_precedes(run, standin, tmp_path):
+    """The same documents, estimated for a new collection with the same settings: no call, no
+    collection made; once calls have been measured, the bill within a few percent of the run's."""
+    from tests.support import write_jsonl
+    from workers.storage import catalog
+
+    name, _ = run
+    docs = [d for d in cookbook_docs() if 10_000 < len(d["content"]) < 20_000][:3]
+    path = write_jsonl(tmp_path / "docs.jsonl", [{"id": d["original_uuid"], "text": d["content"]} for d in docs]
+                       + [{"id": "empty", "text": ""}])
+    before = standin.stats()["requests"]
+    result = run_cli("ingest", "-c", name + "-est", "--contextualizer", "anthropic", "--model", TEST_MODEL,
+                     "--chunk-tokens", "800", "--estimate", "--json", path)
+    assert result.returncode == 0, result.stderr
+    estimate = json.loads(result.stdout)
+    assert standin.stats()["requests"] == before and not catalog.exists(name + "-est")
+    bill = stats(name)
+    assert (estimate["documents"], estimate["failing"], estimate["calls"]) == (4, 1, bill["calls"])
+    assert "output_per_call" in estimate["measured"] and "block_chars_per_token" in estimate["measured"]
+    assert estimate["cost_usd"] == pytest.approx(bill["cost_usd"], rel=0.15), (estimate, bill)
+    assert estimate["cache_read_ratio"] == pytest.approx(bill["cache_read_ratio"], abs=0.05)
+    assert estimate["minutes_at_rate_limits"] > 0 and estimate["binding_limit"]

@@ -73,6 +73,12 @@ class CollectionConfig(BaseModel):
     rrf_k: int = Field(60, ge=1, le=1000)  # 60 for collections stored before it existed
     # None: the server's SITUATE_RERANKER; "none": no reranking (``situate tune`` may set it).
     reranker: str | None = None
+    # The OpenSearch index: primary shards (fixed at creation: a collection past ~50 GB, or
+    # one to spread over several nodes, wants more), and replicas, a count ("1") or a range
+    # OpenSearch keeps to the nodes there are ("0-1": none on one node, so it stays green;
+    # a copy once a second node joins, so losing a node loses nothing).
+    index_shards: int = Field(1, ge=1, le=64)
+    index_replicas: str = Field("0-1", pattern=r"^(\d{1,2}|\d{1,2}-(\d{1,2}|all))$")
 
     @property
     def index_name(self) -> str:
@@ -80,7 +86,7 @@ class CollectionConfig(BaseModel):
 
 
 SHAPING_FIELDS = ("contextualizer", "model", "embedder", "embed_model", "language", "chunk_tokens", "chunk_overlap",
-                  "prompt", "embed_context")
+                  "prompt", "embed_context", "index_shards", "index_replicas")
 # Fixed at creation too, so that every search of a collection agrees by default, but a query
 # may override them (they shape no stored data).
 SEARCH_FIELDS = ("context_weight", "fusion", "dense_weight", "rrf_k", "reranker")

@@ -59,11 +59,18 @@ def analysis(language: str) -> dict[str, Any]:
     }
 
 
+def replicas(spec: str) -> dict[str, Any]:
+    """"1": that many copies; "0-1", "0-all": as many as the nodes allow, within the range."""
+    if "-" in spec:
+        return {"auto_expand_replicas": spec}
+    return {"number_of_replicas": int(spec), "auto_expand_replicas": False}
+
+
 def mapping(config: CollectionConfig) -> dict[str, Any]:
     text = {"type": "text", "analyzer": "situate_index", "search_analyzer": "situate_search"}
     return {
         "settings": {
-            "index": {"knn": True, "number_of_shards": 1, "number_of_replicas": 0,
+            "index": {"knn": True, "number_of_shards": config.index_shards, **replicas(config.index_replicas),
                       "refresh_interval": "1s"},
             "analysis": analysis(config.language),
         },

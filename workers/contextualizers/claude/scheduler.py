@@ -143,7 +143,8 @@ class LLMContextualizer:
                  "output_tokens": answer.output_tokens, "cost_usd": cost, "attempt": attempt,
                  "latency_ms": round(latency * 1000)}
             usage.record_call(doc.collection, run, doc.doc_id, chunk.n, self.config.model, u, latency, cost, attempt,
-                              first_token_s=first_token[0] if first_token else None)
+                              first_token_s=first_token[0] if first_token else None,
+                              text_chars=(len(prompt.cached or ""), len(prompt.instruction) + len(prompt.preceding or "")))
             text = " ".join(answer.text.split())
             if answer.stop_reason == "refusal":
                 raise LLMError(f"chunk {chunk.n}: the model refused to answer")

@@ -68,7 +68,10 @@ def _add(collection: str, run: str | None, fields: dict[str, float]) -> None:
 
 def record_call(collection: str, run: str | None, doc_id: str, chunk: int, model: str, usage: dict[str, Any],
                 latency_s: float, cost: float, attempt: int, batch: bool = False,
-                first_token_s: float | None = None) -> None:
+                first_token_s: float | None = None, text_chars: tuple[int, int] | None = None) -> None:
+    """``text_chars``: the characters of the document block and of the rest of the prompt,
+    paired with the provider's counts they teach ``ingest --estimate`` the model's tokenizer:
+    the block from a cache write, the rest from the uncached input beside a cache hit."""
     line = {"event": "llm_call", "collection": collection, "doc_id": doc_id, "chunk": chunk, "model": model,
             "input_tokens": usage.get("input_tokens", 0), "cache_write_tokens": usage.get("cache_write_tokens", 0),
             "cache_read_tokens": usage.get("cache_read_tokens", 0), "output_tokens": usage.get("output_tokens", 0),
@@ -83,6 +86,12 @@ def record_call(collection: str, run: str | None, doc_id: str, chunk: int, model
         for kind in ("input", "cache_write", "cache_read", "output"):
             m.count("llm_tokens", line[f"{kind}_tokens"], collection=collection, model=model, kind=kind)
         m.count("llm_cost_usd", float(cost), collection=collection, model=model)
+        if text_chars and line["cache_write_tokens"]:
+            m.count("llm_block_chars", text_chars[0], model=model)
+            m.count("llm_block_tokens", line["cache_write_tokens"], model=model)
+        if text_chars and (line["cache_write_tokens"] or line["cache_read_tokens"]):
+            m.count("llm_rest_chars", text_chars[1], model=model)
+            m.count("llm_rest_tokens", line["input_tokens"], model=model)
         if not batch:  # a batch answer's latency is the batch's, not a call's
             m.observe("llm_call_seconds", latency_s, model=model)
         if first_token_s is not None:

@@ -1,0 +1,174 @@
+"""``situate ingest --estimate``: the bill before the run, from the planner the workers use.
+
+Each document is chunked as the chunk stage would (same chunker, same settings) and each
+chunk's prompt built by the same ``LLMContextualizer._prompt`` the workers call: the same
+cached block, the same long-document window, the same decision whether a breakpoint is
+worth setting. No provider is reached. Then, per document, what the routing gets at best and
+in practice (one queue per document, the first call warming the cache before the others fan
+out): one cache write of the block, a read of it by every other call; no breakpoint, or a
+block under the model's minimum, plain input. Characters per token and output per call are
+what this deployment's calls to the model measured (``metrics``), else the model table's
+figure and a default: the first estimate is a guess, the next ones are calibrated.
+
+The time is what the rate limits allow at best (calls, uncached input + writes, output per
+minute: reads do not count), not what the workers' number allows: add workers until it binds.
+Tokens are estimated from characters (``models.estimate_tokens``); the provider's count may
+differ by a few percent either way. Compare with ``situate stats`` after the run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable
+
+from producers.submit import validate
+from workers import models
+from workers.documents import BadDocument
+from workers.chunking import guess_language, locate, split
+from workers.contextualizers import registry
+from workers.contextualizers.base import SourceDocument
+from workers.settings import get_settings
+from workers.storage.catalog import CollectionConfig
+
+DEFAULT_OUTPUT_TOKENS = 70  # a context of a sentence or two, before anything was measured
+
+
+@dataclass
+class Estimate:
+    collection: str
+    contextualizer: str
+    model: str
+    documents: int = 0
+    failing: int = 0  # would fail at chunking (empty, no text)
+    chunks: int = 0
+    calls: int = 0
+    input_tokens: int = 0
+    cache_write_tokens: int = 0
+    cache_read_tokens: int = 0
+    output_tokens: int = 0
+    output_per_call: float = 0.0
+    block_chars_per_token: float = 0.0  # the document block (code and prose tokenize differently
+    rest_chars_per_token: float = 0.0   # from the instruction and chunk)
+    measured: list[str] = field(default_factory=list)  # figures learned from this deployment's calls
+    cost_usd: float = 0.0
+    cost_without_cache_usd: float = 0.0
+    minutes_at_rate_limits: float = 0.0
+    binding_limit: str = ""
+    limits: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def cache_read_ratio(self) -> float:
+        total = self.input_tokens + self.cache_write_tokens + self.cache_read_tokens
+        return self.cache_read_tokens / total if total else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "cache_read_ratio": round(self.cache_read_ratio, 4)}
+
+
+class _NoProvider:
+    """The planner needs a provider object to exist, never to be called."""
+
+    def call(self, *_, **__):
+        raise AssertionError("an estimate makes no call")
+
+
+def chunks_of(config: CollectionConfig, text: str, metadata: dict, given: list | None):
+    language = guess_language(text, metadata)
+    if given is not None:
+        return locate(text, [(c.n, c.text) for c in given]), language
+    return split(text, language, config.chunk_tokens, config.chunk_overlap), language
+
+
+def estimate(config: CollectionConfig, documents: Iterable) -> Estimate:
+    """``documents``: the loaders' RawDocuments (``id``, ``text``, ``metadata``, ``chunks``)."""
+    result = Estimate(config.name, config.contextualizer, config.model)
+    llm = config.contextualizer in registry.LLM_PROVIDERS
+    planner = spec = None
+    if llm:
+        from workers.contextualizers.claude.scheduler import LLMContextualizer
+
+        planner = LLMContextualizer(config, _NoProvider(), "estimate")
+        spec = planner.spec
+        measured = _measured(config.model)
+        result.output_per_call = measured.get("output_per_call", DEFAULT_OUTPUT_TOKENS)
+        result.block_chars_per_token = measured.get("block_chars_per_token", spec.chars_per_token)
+        result.rest_chars_per_token = measured.get("rest_chars_per_token", spec.chars_per_token)
+        result.measured = sorted(measured)
+    s = get_settings()
+    for raw in documents:
+        result.documents += 1
+        try:  # what submit would refuse, and what the chunk stage would fail
+            text, given = validate(raw, s.max_document_bytes)
+            chunks, language = chunks_of(config, text, raw.metadata or {}, given)
+        except BadDocument:
+            chunks = []
+        if not chunks:
+            result.failing += 1
+            continue
+        result.chunks += len(chunks)
+        if not llm:
+            continue
+        doc = SourceDocument(config.name, raw.doc_id, "estimate", text, language, raw.metadata or {}, chunks)
+        long_doc = models.estimate_tokens(text, spec) > s.llm_max_document_tokens
+        written = False
+        for chunk in chunks:
+            prompt = planner._prompt(doc, chunk, long_doc)
+            block = round(len(prompt.cached) / result.block_chars_per_token) if prompt.cached else 0
+            rest = max(1, round(len(prompt.instruction + (prompt.preceding or "")) / result.rest_chars_per_token))
+            cacheable = prompt.cache and block >= spec.min_cacheable_tokens
+            call = {"input": rest, "write": 0, "read": 0}
+            if not cacheable:
+                call["input"] += block
+            elif not written:
+                call["write"], written = block, True
+            else:
+                call["read"] = block
+            result.calls += 1
+            result.input_tokens += call["input"]
+            result.cache_write_tokens += call["write"]
+            result.cache_read_tokens += call["read"]
+            # Priced call by call: a model's long-prompt rates depend on one prompt's size.
+            result.cost_usd += models.cost_usd(spec, call["input"], call["write"], call["read"],
+                                               round(result.output_per_call))
+            result.cost_without_cache_usd += models.cost_usd(spec, call["input"] + call["write"] + call["read"], 0, 0,
+                                                             round(result.output_per_call))
+    if llm:
+        result.output_tokens = round(result.calls * round(result.output_per_call))
+        limits = s.rate_limits.get(config.model)
+        limit = models.Limits(**limits) if limits else spec.limits
+        result.limits = {"rpm": limit.rpm, "itpm": limit.itpm, "otpm": limit.otpm}
+        minutes = {"requests": result.calls / limit.rpm,
+                   "input tokens": (result.input_tokens + result.cache_write_tokens) / limit.itpm,
+                   "output tokens": result.output_tokens / limit.otpm}
+        result.binding_limit = max(minutes, key=minutes.get)
+        result.minutes_at_rate_limits = minutes[result.binding_limit]
+    return result
+
+
+MEASURED_AFTER_CALLS = 20
+
+
+def _measured(model: str) -> dict[str, float]:
+    """What this deployment's calls to ``model`` taught (after enough of them): the mean output
+    per call, and characters per token as the provider counts them (the table's figure is a
+    guess for the model's tokenizer; the provider's own count is the truth)."""
+    try:
+        from workers import metrics
+
+        counters = metrics.read_counters()
+    except Exception:  # no Redis: the table's figures
+        return {}
+
+    def total(name: str, **labels: str) -> float:
+        return sum(v for lab, v in counters.get(name, [])
+                   if lab.get("model") == model and all(lab.get(k) == x for k, x in labels.items()))
+
+    calls = total("llm_calls")
+    if calls < MEASURED_AFTER_CALLS:
+        return {}
+    out = {"output_per_call": total("llm_tokens", kind="output") / calls}
+    for part in ("block", "rest"):
+        chars, tokens = total(f"llm_{part}_chars"), total(f"llm_{part}_tokens")
+        if chars and tokens:
+            out[f"{part}_chars_per_token"] = chars / tokens
+    return out
