@@ -13,7 +13,8 @@ from producers.cli.common import err, existing, fail, open_or_create, out
 
 
 def ingest(
-    paths: list[str] = typer.Argument(..., help="Files, folders, .jsonl files, or the cookbook JSON."),
+    paths: list[str] = typer.Argument(
+        ..., help="Files, folders, .jsonl files, the cookbook JSON, or s3://bucket/prefix (one object, one document)."),
     collection: str = typer.Option(..., "--collection", "-c"),
     fmt: str = typer.Option("auto", "--format", help="auto | files | jsonl | cookbook"),
     contextualizer: Optional[str] = typer.Option(None, help="At creation: keywords | structural | none | anthropic | bedrock"),
@@ -47,18 +48,34 @@ def ingest(
     from producers import loaders, submit
     from workers.storage import capacity
 
+    from producers import s3
+
     if fmt not in loaders.FORMATS:
         fail(f"--format must be one of {loaders.FORMATS}")
     for p in paths:
-        if not Path(p).exists():
+        if s3.is_s3(p):
+            try:
+                s3.parse(p)
+            except ValueError as e:
+                fail(str(e))
+        elif not Path(p).exists():
             fail(f"no such file or folder: {p}")
+    listing = s3.Listing()
+
+    def documents():
+        for p in paths:
+            if s3.is_s3(p):
+                yield from s3.documents(collection, p, listing)
+            else:
+                yield from loaders.load([p], fmt)
+
     requested = dict(contextualizer=contextualizer, model=model, embedder=embedder,
                      embed_model=embed_model, language=language, chunk_tokens=chunk_tokens,
                      chunk_overlap=chunk_overlap, embed_context=embed_context,
                      context_weight=context_weight, fusion=fusion, dense_weight=dense_weight, rrf_k=rrf_k,
                      index_shards=index_shards, index_replicas=index_replicas)
     if estimate:
-        return _print_estimate(collection, requested, loaders.load(paths, fmt), json_output)
+        return _print_estimate(collection, requested, documents(), json_output)
     config = open_or_create(collection, **requested)
     if batch and config.contextualizer != "anthropic":
         fail("--batch needs a collection situated with the anthropic contextualizer")
@@ -68,11 +85,14 @@ def ingest(
     run = submit.new_run()
     with progress:
         task = progress.add_task("queueing", total=None)
-        for raw in loaders.load(paths, fmt):
+        for raw in documents():
             while capacity.too_full():  # Redis near its limit: let the workers drain it first
                 progress.update(task, description="waiting for Redis to drain")
                 time.sleep(2)
-            submissions.append(submit.submit_one(config, raw, run, batch))
+            submission = submit.submit_one(config, raw, run, batch)
+            if submission.state != "failed":
+                s3.remember(collection, raw.doc_id, listing)
+            submissions.append(submission)
             progress.update(task, description="queueing", advance=1)
         progress.update(task, total=len(submissions))
         if no_wait:
@@ -90,6 +110,7 @@ def ingest(
     pending = [d for d in final.values() if d["state"] not in ("indexed", "failed", "unchanged") and not no_wait]
     unchanged = sum(1 for s in submissions if s.state == "unchanged")
     summary = {"collection": collection, "run": run, "documents": len(submissions), "unchanged": unchanged,
+               "s3_skipped": listing.skipped,
                "indexed": sum(1 for d in final.values() if d["state"] == "indexed"),
                "queued": sum(1 for d in final.values() if d["state"] == "queued") if no_wait else 0,
                "failed": [{"doc_id": d["doc_id"], "error": d.get("error")} for d in failed],
@@ -101,6 +122,7 @@ def ingest(
         out.print(f"{collection}: {len(submissions)} documents, "
                   f"{summary['queued'] if no_wait else summary['indexed']} {verb} "
                   f"({unchanged} unchanged), {len(failed)} failed"
+                  + (f"; {listing.skipped} S3 objects unchanged since last time, not read" if listing.skipped else "")
                   + (f", {len(pending)} still pending" if pending else ""))
         for d in failed:
             out.print(f"  [red]failed[/red] {d['doc_id']}: {d.get('error')}")

@@ -155,6 +155,23 @@ def get_many(collection: str, doc_ids: list[str]) -> list[dict[str, Any] | None]
     return out
 
 
+def annotate(collection: str, doc_id: str, **fields: str) -> None:
+    """Facts about where a document came from (an S3 object's ETag), kept and forgotten with
+    its state; nothing is written for a document that has no state."""
+    key = _doc_key(collection, doc_id)
+    redis_client().register_script(
+        "if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HSET', KEYS[1], unpack(ARGV)) end"
+    )(keys=[key], args=[x for kv in fields.items() for x in kv])
+
+
+def fields_of(collection: str, doc_ids: list[str], *names: str) -> list[tuple[str | None, ...]]:
+    """The named fields of many documents at once (None where absent), in one round trip."""
+    pipe = redis_client().pipeline(transaction=False)
+    for doc_id in doc_ids:
+        pipe.hmget(_doc_key(collection, doc_id), *names)
+    return [tuple(row) for row in pipe.execute()]
+
+
 def counts(collection: str) -> dict[str, int]:
     raw = redis_client().hgetall(f"situate:counts:{collection}")
     return {k: int(v) for k, v in raw.items() if int(v)}
