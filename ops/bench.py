@@ -6,6 +6,7 @@ with, measured in the same run on the same machine.
     situate   cache reads, cost, scaling and rate limits against the stand-in LLM (bench_situate)
     memory    Redis memory through a 10,000-document run                 (bench_memory)
     corpora   the offline defaults against plain chunks on every public corpus (bench_corpora)
+    scale     100,000 chunks: throughput, memory, index, search at 1k/10k/100k; 1-8 workers (bench_scale)
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ os.environ.setdefault("SITUATE_ALLOWED_MODELS", "*")  # the cookbook's model, ag
 import bench_corpora  # noqa: E402
 import bench_memory  # noqa: E402
 import bench_retrieval  # noqa: E402
+import bench_scale  # noqa: E402
 import bench_situate  # noqa: E402
 
 
@@ -46,6 +48,11 @@ def main() -> None:
     c.add_argument("--report", default=str(Path(__file__).resolve().parents[1] / ".services" / "report-corpora"))
     c.add_argument("--prefix", default="bench-", help="collection names' prefix (they are dropped and rebuilt)")
     c.set_defaults(fn=bench_corpora.bench_corpora)
+    sc = sub.add_parser("scale")
+    sc.add_argument("--chunks", type=int, default=100_000)
+    sc.add_argument("--keep", action="store_true", help="keep the collection (default: dropped)")
+    sc.add_argument("--skip-workers", action="store_true", help="no 1/2/4/8-worker LLM runs")
+    sc.set_defaults(fn=bench_scale.bench_scale)
     args = parser.parse_args()
     args.fn(args)
 

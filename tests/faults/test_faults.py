@@ -190,3 +190,33 @@ def test_v1_and_v2_of_the_same_documents_race(standin, fleet, collection_name):
     hits = search(catalog.load(collection_name), "Document 3 part 1", k=50, filters={"doc_id": "doc-003"})
     assert {h.text.split("(")[1].split(")")[0] for h in hits} == {"v2"} and len(hits) == 3
 
+
+
+def test_deliveries_deferred_by_a_held_lease_do_not_use_up_the_pool(standin, fleet, collection_name):
+    """A delivery that finds its unit held elsewhere is deferred without reaching the pool; it
+    must give its pool slot back. Four such deferrals on a worker of two pool processes, then
+    other documents: they are indexed at once, not after the held ones (the worker used to
+    stop taking work, its pool idle, after `concurrency` deferrals: found by ops/bench scale)."""
+    from producers.submit import RawDocument, validate
+    from workers.connections import redis_client
+    from workers.documents import content_version
+    from workers.pipeline import guard
+
+    docs = documents(8, chunks=2, words=20)
+    held, free = docs[:4], docs[4:]
+    worker = fleet(SITUATE_RECOVERY_S="30").start(n=1, concurrency=2).workers[0]
+    keys = []
+    for d in held:  # their chunk stage's lease, taken by "another delivery"
+        text, chunks = validate(RawDocument(d["id"], d["text"], {}, [{"n": i, "text": t}
+                                                                    for i, t in enumerate(d["chunks"])]), 10**7)
+        keys.append(guard.unit_of("situate.chunk", [collection_name, d["id"], content_version(text, chunks)]))
+        assert guard.take_lease(keys[-1], "another-delivery")
+    submit(collection_name, held, contextualizer="keywords", embedder="voyage")
+    wait_until(lambda: worker.log.read_text(errors="replace").count("held by another delivery") >= 4, 60,
+               "four deferrals")
+    submit(collection_name, free, contextualizer="keywords", embedder="voyage")
+    took = wait_done(collection_name, [d["id"] for d in free], timeout=60)
+    print(f"\nafter 4 deferrals on 2 pool processes: 4 other documents indexed in {took:.1f} s")
+    redis_client().delete(*keys)
+    wait_done(collection_name, [d["id"] for d in held], timeout=120)
+    assert indexed_count(collection_name) == 8

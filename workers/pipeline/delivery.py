@@ -51,7 +51,7 @@ class GuardedRequest(Request):
         super().__init_subclass__(**kwargs)
         execute, succeeded = cls.__dict__.get("execute_using_pool"), cls.__dict__.get("on_success")
         if execute is not None:
-            cls.execute_using_pool = lambda self, pool, **kw: self._guarded(lambda: execute(self, pool, **kw))
+            cls.execute_using_pool = lambda self, pool, **kw: self._guarded(lambda: execute(self, pool, **kw), pool)
         if succeeded is not None:
             def on_success(self, failed__retval__runtime, **kw):
                 self._release()
@@ -59,29 +59,36 @@ class GuardedRequest(Request):
             cls.on_success = on_success
 
     def execute_using_pool(self, pool, **kwargs):
-        return self._guarded(lambda: super(GuardedRequest, self).execute_using_pool(pool, **kwargs))
+        return self._guarded(lambda: super(GuardedRequest, self).execute_using_pool(pool, **kwargs), pool)
 
-    def _guarded(self, execute):
+    def _guarded(self, execute, pool):
         unit = guard.unit_of(self.name, self.args)
         if unit is None:
             return execute()
         retries = self.request_dict.get("retries") or 0
         holder = f"{self.id}:{uuid.uuid4().hex[:8]}"
         if not guard.take_lease(unit, holder):
-            return self._finish_without_running(self._defer)
+            return self._finish_without_running(self._defer, pool)
         self.lease = (unit, holder)
         deliveries = guard.count_delivery(self.id, retries)
         if deliveries > get_settings().max_deliveries:
-            return self._finish_without_running(lambda: self._poison(deliveries - 1, retries))
+            return self._finish_without_running(lambda: self._poison(deliveries - 1, retries), pool)
         return execute()
 
-    def _finish_without_running(self, then) -> None:
+    def _finish_without_running(self, then, pool) -> None:
         try:
             then()
         finally:
             self._release()
             self.acknowledge()
             worker_state.task_ready(self, successful=True)
+            # The worker took a pool slot for this delivery (prefork: a semaphore the pool
+            # gives back when a job ends). This one never reached the pool: give it back
+            # here, or after `concurrency` deferrals the worker takes no more work at all
+            # (found by ops/bench scale: a worker stalled with its pool idle).
+            putlock = getattr(getattr(pool, "_pool", None), "_putlock", None)
+            if putlock is not None:
+                putlock.release()
 
     def _defer(self) -> None:
         s = get_settings()
