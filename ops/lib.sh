@@ -22,7 +22,7 @@ python_bin() {
 mask_url() { echo "$1" | sed -E 's#(://)[^/@]*@#\1***@#'; }
 
 redis_url() { echo "${SITUATE_REDIS_URL:-redis://127.0.0.1:6379/0}"; }
-opensearch_url() { echo "${SITUATE_OPENSEARCH_URL:-http://127.0.0.1:9200}"; }
+opensearch_url() { local u="${SITUATE_OPENSEARCH_URL:-http://127.0.0.1:9200}"; echo "${u%%,*}"; }  # the first of several
 
 # llama-cpp-python is published as source only: pip compiles llama.cpp (~4 min on 2 cores).
 # By default llama.cpp is tuned to the CPU it is built on (GGML_NATIVE); on a machine here

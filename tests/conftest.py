@@ -31,7 +31,7 @@ def _smollm2_folder() -> str:
 
 os.environ["SITUATE_MODELS_DIR"] = _smollm2_folder()
 
-FOLDER_MARKERS = ("unit", "integration", "faults")
+FOLDER_MARKERS = ("unit", "integration", "faults", "cluster")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -4,7 +4,9 @@ Kept apart so tests, the API and the workers share the exact construction. Where
 services are not on loopback, they are reached as their URLs say:
 
 - Redis: ``rediss://user:password@host:6380/0`` (TLS; ``SITUATE_REDIS_CA_CERTS`` for a private
-  CA), or Sentinel (``sentinel://…``, see ``redis_sentinel``).
+  CA), or Sentinel: ``sentinel://:password@host1:26379/0;sentinel://host2:26379`` with the
+  master's name in ``SITUATE_REDIS_SENTINEL_MASTER`` — Kombu's own URL form, so the broker and
+  our state follow the same master through a failover (``sentinel_master``).
 - OpenSearch: ``https://user:password@host:9200`` (``SITUATE_OPENSEARCH_CA_CERTS``), or Amazon
   OpenSearch Service with SigV4 request signing (``SITUATE_OPENSEARCH_AUTH=sigv4``: boto3's
   credential chain, ``SITUATE_OPENSEARCH_REGION``, service ``es`` or ``aoss``).
@@ -22,7 +24,7 @@ from urllib.parse import urlparse
 import redis
 from opensearchpy import OpenSearch
 
-from workers.settings import get_settings
+from workers.settings import ConfigurationError, get_settings
 
 
 def redis_options() -> dict[str, Any]:
@@ -44,23 +46,71 @@ def broker_ssl() -> dict[str, Any] | None:
     return options
 
 
+SENTINEL = "sentinel://"
+
+
+def sentinel_nodes(url: str) -> tuple[list[tuple[str, int]], int, str | None]:
+    """``sentinel://:pw@h1:26379/0;sentinel://h2:26379`` -> ([(h1, 26379), (h2, 26379)], 0, pw)."""
+    nodes, db, password = [], 0, None
+    for part in url.split(";"):
+        u = urlparse(part.strip())
+        nodes.append((u.hostname or "127.0.0.1", u.port or 26379))
+        password = password or u.password
+        if u.path.strip("/").isdigit():
+            db = int(u.path.strip("/"))
+    return nodes, db, password
+
+
+def sentinel_master(decode_responses: bool) -> redis.Redis:
+    """The current master as the sentinels name it; a failover is followed on the next
+    command (redis-py's ``SentinelConnectionPool`` asks them again after a connection error)."""
+    from redis.sentinel import Sentinel
+
+    s = get_settings()
+    if not s.redis_sentinel_master:
+        raise ConfigurationError("a sentinel:// Redis URL needs SITUATE_REDIS_SENTINEL_MASTER (the master's name)")
+    nodes, db, password = sentinel_nodes(s.redis_url)
+    sentinel = Sentinel(nodes, socket_timeout=5, sentinel_kwargs={"password": s.redis_sentinel_password or None})
+    return sentinel.master_for(s.redis_sentinel_master, db=db, password=password, decode_responses=decode_responses,
+                               health_check_interval=30, socket_timeout=30)
+
+
+def _redis(decode_responses: bool) -> redis.Redis:
+    url = get_settings().redis_url
+    if url.startswith(SENTINEL):
+        return sentinel_master(decode_responses)
+    return redis.Redis.from_url(url, decode_responses=decode_responses, health_check_interval=30, **redis_options())
+
+
 @lru_cache(maxsize=1)
 def redis_client() -> redis.Redis:
-    return redis.Redis.from_url(get_settings().redis_url, decode_responses=True, health_check_interval=30,
-                                **redis_options())
+    return _redis(True)
 
 
 @lru_cache(maxsize=1)
 def redis_bytes_client() -> redis.Redis:
     """For document bodies, which are stored as raw bytes."""
-    return redis.Redis.from_url(get_settings().redis_url, decode_responses=False, health_check_interval=30,
-                                **redis_options())
+    return _redis(False)
+
+
+def broker_transport_extras() -> dict[str, Any]:
+    """Kombu's transport options for a Sentinel URL: which master, and the sentinels' password."""
+    s = get_settings()
+    if not s.redis_url.startswith(SENTINEL):
+        return {}
+    extras: dict[str, Any] = {"master_name": s.redis_sentinel_master}
+    if s.redis_sentinel_password:
+        extras["sentinel_kwargs"] = {"password": s.redis_sentinel_password}
+    return extras
 
 
 def opensearch_options() -> dict[str, Any]:
     s = get_settings()
-    url = urlparse(s.opensearch_url)
-    options: dict[str, Any] = {"hosts": [s.opensearch_url], "timeout": 60, "max_retries": 3,
+    # Several nodes, comma-separated: requests go round them, and a node that stops answering
+    # is set aside (and retried later) while the others serve, as a cluster losing a node needs.
+    hosts = [u.strip() for u in s.opensearch_url.split(",") if u.strip()]
+    url = urlparse(hosts[0])
+    options: dict[str, Any] = {"hosts": hosts, "timeout": 60, "max_retries": 3,
                                "retry_on_timeout": True, "http_compress": True}
     if url.scheme == "https":
         options.update(use_ssl=True, verify_certs=True, ca_certs=s.opensearch_ca_certs or None)
@@ -70,7 +120,7 @@ def opensearch_options() -> dict[str, Any]:
 
         credentials = boto3.Session().get_credentials()
         if credentials is None:
-            raise RuntimeError("SITUATE_OPENSEARCH_AUTH=sigv4 needs AWS credentials (boto3's chain found none)")
+            raise ConfigurationError("SITUATE_OPENSEARCH_AUTH=sigv4 needs AWS credentials (boto3's chain found none)")
         region = s.opensearch_region or boto3.Session().region_name or "us-east-1"
         options.update(http_auth=AWSV4SignerAuth(credentials, region, s.opensearch_service),
                        connection_class=RequestsHttpConnection, http_compress=False)

@@ -16,11 +16,18 @@ from typing import Literal
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
+class ConfigurationError(RuntimeError):
+    """A setting that cannot work as given (the commands print it, without a traceback)."""
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SITUATE_", extra="ignore")
 
     redis_url: str = "redis://127.0.0.1:6379/0"
     redis_ca_certs: str = ""          # CA bundle for rediss:// with a private CA
+    # sentinel://host:26379;sentinel://host2:26379 URLs: the master's name, the sentinels' password.
+    redis_sentinel_master: str = ""
+    redis_sentinel_password: str = ""
     opensearch_url: str = "http://127.0.0.1:9200"
     opensearch_ca_certs: str = ""     # CA bundle for https:// with a private CA
     opensearch_auth: str = ""         # "sigv4": Amazon OpenSearch Service, boto3 credentials

@@ -31,10 +31,15 @@ cli.add_typer(tokens.tokens, name="token")
 
 
 def main() -> None:
+    from workers.settings import ConfigurationError
+
     try:
         cli()
     except KeyboardInterrupt:
         sys.exit(130)
+    except ConfigurationError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from celery import Celery
 from celery.signals import before_task_publish, setup_logging, task_postrun, task_prerun, worker_init
 
 from workers import logs
-from workers.connections import broker_ssl
+from workers.connections import broker_ssl, broker_transport_extras
 
 from workers.pipeline.delivery import Heartbeat
 from workers.pipeline.routing import CHUNK_QUEUE, INDEX_QUEUE, PRIORITY_SEP, PRIORITY_STEPS, QUEUED_AT_HEADER
@@ -50,7 +50,7 @@ def make_app() -> Celery:
                                   "unacked_restore_interval": s.heartbeat_s, "unacked_restore_throttle": 1,
                                   "unacked_mutex_expire": max(5, round(s.heartbeat_s)),
                                   "priority_steps": PRIORITY_STEPS, "sep": PRIORITY_SEP,
-                                  "queue_order_strategy": "priority"},
+                                  "queue_order_strategy": "priority", **broker_transport_extras()},
         broker_connection_retry_on_startup=True,
         broker_use_ssl=broker_ssl(),
         task_time_limit=s.task_time_limit_s,

@@ -1,0 +1,105 @@
+"""A three-node OpenSearch cluster on this machine (``ops/opensearch/cluster``), a node killed
+with -9 in the middle of an ingest: nothing is lost and search keeps answering."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+import uuid
+
+import pytest
+
+from harness import ROOT, Worker
+from tests.support import cookbook_docs
+
+CLUSTER = ROOT / "ops" / "opensearch" / "cluster"
+NAME, HTTP_PORT = "t3", 9250
+
+
+@pytest.fixture(scope="module")
+def cluster_urls():
+    subprocess.run([str(CLUSTER), "stop", NAME, "--purge"], capture_output=True)
+    started = subprocess.run([str(CLUSTER), "start", NAME, "3", str(HTTP_PORT)], capture_output=True, text=True,
+                             timeout=600)
+    assert started.returncode == 0, started.stderr[-3000:]
+    yield started.stdout.strip().splitlines()[-1]
+    subprocess.run([str(CLUSTER), "stop", NAME, "--purge"], capture_output=True, timeout=120)
+
+
+@pytest.fixture
+def on_cluster(cluster_urls, monkeypatch):
+    """This process's clients on the cluster (every node's URL), then back."""
+    from workers import connections
+    from workers.settings import get_settings
+
+    def reset():
+        get_settings.cache_clear()
+        connections.opensearch_client.cache_clear()
+
+    monkeypatch.setenv("SITUATE_OPENSEARCH_URL", cluster_urls)
+    reset()
+    yield cluster_urls
+    monkeypatch.undo()
+    reset()
+
+
+def test_a_node_killed_mid_ingest_loses_nothing_and_search_keeps_answering(on_cluster):
+    from producers.retrieval.search import search
+    from producers.submit import RawDocument, submit, wait
+    from workers import lifecycle
+    from workers.connections import opensearch_client
+    from workers.storage import chunk_index, states
+
+    client = opensearch_client()
+    assert len(client.cat.nodes(format="json")) == 3
+    name = f"c-{uuid.uuid4().hex[:8]}"
+    config = lifecycle.ensure(name, index_shards=3)  # replicas: the default 0-1, so one copy each here
+    health = client.cluster.health(index=config.index_name, wait_for_status="green")
+    assert health["status"] == "green" and health["active_shards"] == 6
+
+    worker = Worker(2, env={"SITUATE_OPENSEARCH_URL": on_cluster}, name=f"cluster-{uuid.uuid4().hex[:6]}")
+    docs = cookbook_docs()[:40]
+    answered, failed, stop = [], [], threading.Event()
+
+    def searching():
+        while not stop.is_set():
+            try:
+                search(config, "error handling in the request parser", 5)
+                answered.append(time.monotonic())
+            except Exception as e:  # counted: the assertion below says how many and why
+                failed.append(f"{type(e).__name__}: {e}"[:300])
+            time.sleep(0.3)
+
+    searcher = threading.Thread(target=searching, daemon=True)
+    try:
+        submissions = submit(config, [RawDocument(d["original_uuid"], d["content"], {},
+                                                  [{"n": c["original_index"], "text": c["content"]} for c in d["chunks"]])
+                                      for d in docs])
+        searcher.start()
+        deadline = time.monotonic() + 300
+        while states.counts(name).get("indexed", 0) < 10:  # a quarter in: the node goes
+            assert time.monotonic() < deadline, states.counts(name)
+            time.sleep(0.2)
+        killed_at = time.monotonic()
+        subprocess.run([str(CLUSTER), "kill", NAME, "2"], check=True)
+        final = wait(config, submissions, timeout=600)
+        done_at = time.monotonic()
+        time.sleep(3)  # search on, after the run too
+        stop.set()
+        searcher.join(timeout=30)
+    finally:
+        stop.set()
+        worker.stop()
+    assert {d["state"] for d in final.values()} == {"indexed"}, {k: v for k, v in final.items() if v["state"] != "indexed"}
+    expected = sum(len(d["chunks"]) for d in docs)
+    chunk_index.refresh(config)
+    assert chunk_index.count(config) == expected  # every chunk, once
+    assert failed == [], failed[:5]
+    during = [t for t in answered if t >= killed_at]
+    print(f"\nnode 2 of 3 killed with {len(docs) - 10} of {len(docs)} documents to go: all {expected} chunks "
+          f"indexed {done_at - killed_at:.1f} s later; {len(answered)} searches answered "
+          f"({len(during)} after the kill), {len(failed)} failed; cluster "
+          f"{client.cluster.health()['status']} on {len(client.cat.nodes(format='json'))} nodes")
+    assert len(during) >= 5
+    lifecycle.delete(name)
