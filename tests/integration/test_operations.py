@@ -298,3 +298,17 @@ def test_ingest_from_s3_reads_only_what_changed(worker, s3_endpoint, collection_
     assert (third["documents"], third["indexed"], third["s3_skipped"]) == (2, 1, 1)
     hits = json.loads(run_cli("search", "-c", collection_name, "--json", "--k", "1", "scheduler prefers idle").stdout)["hits"]
     assert hits[0]["doc_id"] == "s3://corpus/docs/kernel.txt" and "idle cores" in hits[0]["text"]
+
+
+def test_status_watch_draws_live_bars_until_interrupted(run):
+    import signal
+
+    name, _ = run
+    proc = subprocess.Popen([SITUATE, "status", "--watch", "--interval", "0.5", "-c", name], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, env={**os.environ, "COLUMNS": "200", "TERM": "xterm"})
+    time.sleep(4)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=30)
+    text = out.decode(errors="replace")
+    assert proc.returncode == 0, text[-2000:]
+    assert name in text and "workers online" in text and "contextualize.0" in text
