@@ -34,14 +34,26 @@ opensearch_url() { local u="${SITUATE_OPENSEARCH_URL:-http://127.0.0.1:9200}"; e
 LLAMA_VERSION=$(sed -n 's/.*"llama-cpp-python==\([0-9.]*\)".*/\1/p' "$ROOT/pyproject.toml")
 LLAMA_CMAKE_ARGS="${SITUATE_LLAMA_CMAKE_ARGS:--DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF}"
 
+llama_installed() {
+  [ "$(cat "$VENV/.llama-build" 2>/dev/null)" = "$LLAMA_VERSION $LLAMA_CMAKE_ARGS" ] \
+    && "$VENV/bin/python" -c 'import llama_cpp' 2>/dev/null
+}
+
+# Compile the wheel only (nothing in the venv changes): ops/setup runs it while pip installs
+# the rest, so the ~4 minutes of compiling overlap the downloads.
+build_llama_wheel() {
+  rm -rf "$SERVICES/wheels/llama" && mkdir -p "$SERVICES/wheels/llama" "$SERVICES/logs"
+  CMAKE_ARGS="$LLAMA_CMAKE_ARGS" "$VENV/bin/python" -m pip wheel -q --no-cache-dir --no-deps \
+    -w "$SERVICES/wheels/llama" "llama-cpp-python==$LLAMA_VERSION" >"$SERVICES/logs/llama-build.log" 2>&1
+}
+
 install_llama() {
-  local stamp="$VENV/.llama-build" want="$LLAMA_VERSION $LLAMA_CMAKE_ARGS"
-  if [ "$(cat "$stamp" 2>/dev/null)" = "$want" ] && "$VENV/bin/python" -c 'import llama_cpp' 2>/dev/null; then
-    return
+  llama_installed && return
+  if ! ls "$SERVICES"/wheels/llama/llama_cpp_python-*.whl >/dev/null 2>&1; then
+    say "compiling llama-cpp-python $LLAMA_VERSION ($LLAMA_CMAKE_ARGS), about 4 minutes on 2 cores"
+    build_llama_wheel || { tail -30 "$SERVICES/logs/llama-build.log" >&2; say "llama-cpp-python failed to build"; exit 1; }
   fi
-  say "compiling llama-cpp-python $LLAMA_VERSION ($LLAMA_CMAKE_ARGS), about 4 minutes on 2 cores"
-  CMAKE_ARGS="$LLAMA_CMAKE_ARGS" "$VENV/bin/python" -m pip install -q --no-cache-dir --force-reinstall \
-    --no-deps "llama-cpp-python==$LLAMA_VERSION" >"$SERVICES/logs/llama-build.log" 2>&1 \
-    || { tail -30 "$SERVICES/logs/llama-build.log" >&2; say "llama-cpp-python failed to build"; exit 1; }
-  echo "$want" > "$stamp"
+  "$VENV/bin/python" -m pip install -q --force-reinstall --no-deps "$SERVICES"/wheels/llama/llama_cpp_python-*.whl
+  rm -rf "$SERVICES/wheels/llama"
+  echo "$LLAMA_VERSION $LLAMA_CMAKE_ARGS" > "$VENV/.llama-build"
 }

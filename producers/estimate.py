@@ -7,8 +7,9 @@ worth setting. No provider is reached. Then, per document, what the routing gets
 in practice (one queue per document, the first call warming the cache before the others fan
 out): one cache write of the block, a read of it by every other call; no breakpoint, or a
 block under the model's minimum, plain input. Characters per token and output per call are
-what this deployment's calls to the model measured (``metrics``), else the model table's
-figure and a default: the first estimate is a guess, the next ones are calibrated.
+what past calls to the model measured (``metrics``): the collection's own when it has some
+(adding documents to it), else the deployment's; else the model table's figure and a default:
+the first estimate is a guess, the next ones are calibrated.
 
 The time is what the rate limits allow at best (calls, uncached input + writes, output per
 minute: reads do not count), not what the workers' number allows: add workers until it binds.
@@ -89,7 +90,7 @@ def estimate(config: CollectionConfig, documents: Iterable) -> Estimate:
 
         planner = LLMContextualizer(config, _NoProvider(), "estimate")
         spec = planner.spec
-        measured = _measured(config.model)
+        measured = _measured(config.model, config.name)
         result.output_per_call = measured.get("output_per_call", DEFAULT_OUTPUT_TOKENS)
         result.block_chars_per_token = measured.get("block_chars_per_token", spec.chars_per_token)
         result.rest_chars_per_token = measured.get("rest_chars_per_token", spec.chars_per_token)
@@ -148,10 +149,11 @@ def estimate(config: CollectionConfig, documents: Iterable) -> Estimate:
 MEASURED_AFTER_CALLS = 20
 
 
-def _measured(model: str) -> dict[str, float]:
-    """What this deployment's calls to ``model`` taught (after enough of them): the mean output
-    per call, and characters per token as the provider counts them (the table's figure is a
-    guess for the model's tokenizer; the provider's own count is the truth)."""
+def _measured(model: str, collection: str) -> dict[str, float]:
+    """What past calls to ``model`` taught (after enough of them): the mean output per call, and
+    characters per token as the provider counts them (the table's figure is a guess for the
+    model's tokenizer; the provider's own count is the truth). The collection's own calls
+    first (more of the same documents: the same kind of text), else the whole deployment's."""
     try:
         from workers import metrics
 
@@ -159,16 +161,20 @@ def _measured(model: str) -> dict[str, float]:
     except Exception:  # no Redis: the table's figures
         return {}
 
-    def total(name: str, **labels: str) -> float:
+    def total(name: str, scope: str | None, **labels: str) -> float:
         return sum(v for lab, v in counters.get(name, [])
-                   if lab.get("model") == model and all(lab.get(k) == x for k, x in labels.items()))
+                   if lab.get("model") == model and (scope is None or lab.get("collection") == scope)
+                   and all(lab.get(k) == x for k, x in labels.items()))
 
-    calls = total("llm_calls")
-    if calls < MEASURED_AFTER_CALLS:
+    for scope in (collection, None):
+        calls = total("llm_calls", scope)
+        if calls >= MEASURED_AFTER_CALLS:
+            break
+    else:
         return {}
-    out = {"output_per_call": total("llm_tokens", kind="output") / calls}
+    out = {"output_per_call": total("llm_tokens", scope, kind="output") / calls}
     for part in ("block", "rest"):
-        chars, tokens = total(f"llm_{part}_chars"), total(f"llm_{part}_tokens")
+        chars, tokens = total(f"llm_{part}_chars", scope), total(f"llm_{part}_tokens", scope)
         if chars and tokens:
             out[f"{part}_chars_per_token"] = chars / tokens
     return out

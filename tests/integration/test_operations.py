@@ -232,8 +232,9 @@ def test_worker_autoscale_takes_min_max():
 
 
 def test_ingest_estimate_calls_nothing_and_matches_the_run_it_precedes(run, standin, tmp_path):
-    """The same documents, estimated for a new collection with the same settings: no call, no
-    collection made; once calls have been measured, the bill within a few percent of the run's."""
+    """The same documents estimated again for their collection (as before adding more of the
+    same kind): no call, nothing queued; calibrated on the collection's own calls, the bill
+    within a few percent of what the run paid. For a new collection: no call, none created."""
     from tests.support import write_jsonl
     from workers.storage import catalog
 
@@ -241,13 +242,15 @@ def test_ingest_estimate_calls_nothing_and_matches_the_run_it_precedes(run, stan
     docs = [d for d in cookbook_docs() if 10_000 < len(d["content"]) < 20_000][:3]
     path = write_jsonl(tmp_path / "docs.jsonl", [{"id": d["original_uuid"], "text": d["content"]} for d in docs]
                        + [{"id": "empty", "text": ""}])
-    before = standin.stats()["requests"]
-    result = run_cli("ingest", "-c", name + "-est", "--contextualizer", "anthropic", "--model", TEST_MODEL,
-                     "--chunk-tokens", "800", "--estimate", "--json", path)
+    before, bill = standin.stats()["requests"], stats(name)
+    fresh = run_cli("ingest", "-c", name + "-est", "--contextualizer", "anthropic", "--model", TEST_MODEL,
+                    "--chunk-tokens", "800", "--estimate", "--json", path)
+    assert fresh.returncode == 0, fresh.stderr
+    assert json.loads(fresh.stdout)["calls"] == bill["calls"] and not catalog.exists(name + "-est")
+    result = run_cli("ingest", "-c", name, "--estimate", "--json", path)
     assert result.returncode == 0, result.stderr
     estimate = json.loads(result.stdout)
-    assert standin.stats()["requests"] == before and not catalog.exists(name + "-est")
-    bill = stats(name)
+    assert standin.stats()["requests"] == before and stats(name) == bill
     assert (estimate["documents"], estimate["failing"], estimate["calls"]) == (4, 1, bill["calls"])
     assert "output_per_call" in estimate["measured"] and "block_chars_per_token" in estimate["measured"]
     assert estimate["cost_usd"] == pytest.approx(bill["cost_usd"], rel=0.15), (estimate, bill)

@@ -87,11 +87,11 @@ def record_call(collection: str, run: str | None, doc_id: str, chunk: int, model
             m.count("llm_tokens", line[f"{kind}_tokens"], collection=collection, model=model, kind=kind)
         m.count("llm_cost_usd", float(cost), collection=collection, model=model)
         if text_chars and line["cache_write_tokens"]:
-            m.count("llm_block_chars", text_chars[0], model=model)
-            m.count("llm_block_tokens", line["cache_write_tokens"], model=model)
+            m.count("llm_block_chars", text_chars[0], collection=collection, model=model)
+            m.count("llm_block_tokens", line["cache_write_tokens"], collection=collection, model=model)
         if text_chars and (line["cache_write_tokens"] or line["cache_read_tokens"]):
-            m.count("llm_rest_chars", text_chars[1], model=model)
-            m.count("llm_rest_tokens", line["input_tokens"], model=model)
+            m.count("llm_rest_chars", text_chars[1], collection=collection, model=model)
+            m.count("llm_rest_tokens", line["input_tokens"], collection=collection, model=model)
         if not batch:  # a batch answer's latency is the batch's, not a call's
             m.observe("llm_call_seconds", latency_s, model=model)
         if first_token_s is not None:
