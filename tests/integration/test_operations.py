@@ -106,8 +106,12 @@ def test_queue_depth_and_oldest_age_follow_waiting_messages(api, worker):
     from workers.connections import redis_client
     from workers.pipeline.app import app
 
+    import socket
+
     queue = "contextualize.3"
-    assert app.control.cancel_consumer(queue, reply=True, timeout=5)
+    # Only the session's worker reads it now; naming it, the reply comes as soon as it answers.
+    workers = [f"{worker.name}@{socket.gethostname()}"]
+    assert app.control.cancel_consumer(queue, reply=True, timeout=5, destination=workers)
     try:
         app.send_task("situate.noop-for-metrics", args=[], queue=queue, priority=4)
         time.sleep(1.5)
@@ -120,7 +124,7 @@ def test_queue_depth_and_oldest_age_follow_waiting_messages(api, worker):
         r = redis_client()
         for key in r.scan_iter(f"{queue}*"):
             r.delete(key)
-        app.control.add_consumer(queue, reply=True, timeout=5)
+        app.control.add_consumer(queue, reply=True, timeout=5, destination=workers)
 
 
 def test_dashboard_in_a_real_browser_shows_what_stats_says(api, run, tmp_path):
