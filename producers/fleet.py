@@ -67,9 +67,9 @@ def bill(names: list[str]) -> dict[str, Any]:
     return {"all": usage.totals(None), "collections": {n: usage.totals(n) for n in names}}
 
 
-def by_model() -> dict[str, dict[str, float]]:
+def by_model(counters: dict | None = None) -> dict[str, dict[str, float]]:
     """Tokens, cost and cache ratios per (collection, model), from the metrics counters."""
-    counters = metrics.read_counters()
+    counters = counters if counters is not None else metrics.read_counters()
     rows: dict[tuple[str, str], dict[str, float]] = {}
 
     def row(labels: dict) -> dict[str, float]:
@@ -91,8 +91,10 @@ def by_model() -> dict[str, dict[str, float]]:
     return out
 
 
-def snapshot() -> dict[str, Any]:
+def snapshot(counters: dict | None = None) -> dict[str, Any]:
+    """``counters``: the metrics counters, if the caller has read them already."""
     now = time.time()
     rows = collections()
     return {"at": now, "collections": rows, "queues": queues(now), "unacked": unacked(now),
-            "workers": presence.online(), "bill": bill([r["collection"] for r in rows]), "by_model": by_model()}
+            "workers": presence.online(), "bill": bill([r["collection"] for r in rows]),
+            "by_model": by_model(counters)}

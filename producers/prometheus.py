@@ -60,7 +60,7 @@ class FleetCollector:
                 family.add_metric([h["labels"].get(label, "") for label in labels],
                                   list(zip(bounds, h["buckets"])), h["sum"])
             yield family
-        yield from self._gauges(fleet.snapshot())
+        yield from self._gauges(fleet.snapshot(counters))  # one read of the counters per scrape
 
     @staticmethod
     def _gauges(snap: dict):

@@ -131,13 +131,8 @@ def heartbeat() -> None:
     """Keep what this worker holds: its messages invisible to the sweep, its leases alive."""
     held, tags = {}, {}
     now = time.time()
-    for _ in range(3):  # the consumer may change the sets while we copy them
-        try:
-            requests = list(worker_state.reserved_requests)
-            break
-        except RuntimeError:
-            continue
-    else:
+    requests = presence.copy_of(worker_state.reserved_requests)
+    if requests is None:
         return
     for request in requests:
         tag = getattr(request.message, "delivery_tag", None)

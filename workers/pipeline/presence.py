@@ -25,18 +25,21 @@ log = logging.getLogger("situate.presence")
 PREFIX = "situate:workers:"
 
 
+def copy_of(requests: set) -> list | None:
+    """A copy of one of Celery's live request sets, which the consumer may change while we copy
+    it (None if it kept changing)."""
+    for _ in range(3):
+        try:
+            return list(requests)
+        except RuntimeError:
+            continue
+    return None
+
+
 def announce(consumer) -> None:
     now = time.time()
     doing = []
-    for _ in range(3):  # the consumer may change the set while we copy it
-        try:
-            active = list(worker_state.active_requests)
-            break
-        except RuntimeError:
-            continue
-    else:
-        active = []
-    for request in active:
+    for request in copy_of(worker_state.active_requests) or []:
         args = list(getattr(request, "args", None) or [])
         started = getattr(request, "time_start", None)
         doing.append({"task": request.task_name, "collection": args[0] if args else None,
