@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from harness import ROOT, SITUATE
 
@@ -49,3 +50,39 @@ def ingest(collection: str, docs: list[dict[str, Any]], timeout: float = 300, **
 def write_jsonl(path: Path, docs: list[dict]) -> str:
     path.write_text("".join(json.dumps(d) + "\n" for d in docs))
     return str(path)
+
+
+@contextmanager
+def use_services(redis_url: str | None = None, opensearch_url: str | None = None) -> Iterator[None]:
+    """This test process on other services for a while: its settings, clients and the Celery
+    app's broker follow, and so do the workers it starts (they inherit the environment). A test
+    that restarts or squeezes a Redis or an OpenSearch does so on its own, never on the ones
+    the other tests (and the other pytest processes) are using."""
+    from workers import connections
+    from workers.pipeline.app import app
+    from workers.settings import get_settings
+
+    changes = {"SITUATE_REDIS_URL": redis_url, "SITUATE_OPENSEARCH_URL": opensearch_url}
+    saved = {k: os.environ.get(k) for k, v in changes.items() if v is not None}
+
+    def follow() -> None:
+        get_settings.cache_clear()
+        for client in (connections.redis_client, connections.redis_bytes_client, connections.opensearch_client):
+            client.cache_clear()
+        app.conf.broker_url = get_settings().redis_url
+        # Kombu keeps a pool per broker URL: dropping ours makes the app ask for the new URL's
+        # (closing it would close the one it hands back when we switch back).
+        app._pool = None
+        app.amqp._producer_pool = None
+
+    os.environ.update({k: v for k, v in changes.items() if v is not None})
+    follow()
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        follow()

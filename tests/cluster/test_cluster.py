@@ -3,45 +3,28 @@ with -9 in the middle of an ingest: nothing is lost and search keeps answering."
 
 from __future__ import annotations
 
-import subprocess
 import threading
 import time
 import uuid
 
 import pytest
 
-from harness import ROOT, Worker
-from tests.support import cookbook_docs
-
-CLUSTER = ROOT / "ops" / "opensearch" / "cluster"
-NAME, HTTP_PORT = "t3", 9250
+from harness import OpenSearchNodes, RedisServer, Worker
+from tests.support import cookbook_docs, use_services
 
 
 @pytest.fixture(scope="module")
-def cluster_urls():
-    subprocess.run([str(CLUSTER), "stop", NAME, "--purge"], capture_output=True)
-    started = subprocess.run([str(CLUSTER), "start", NAME, "3", str(HTTP_PORT)], capture_output=True, text=True,
-                             timeout=600)
-    assert started.returncode == 0, started.stderr[-3000:]
-    yield started.stdout.strip().splitlines()[-1]
-    subprocess.run([str(CLUSTER), "stop", NAME, "--purge"], capture_output=True, timeout=120)
-
-
-@pytest.fixture
-def on_cluster(cluster_urls, monkeypatch):
-    """This process's clients on the cluster (every node's URL), then back."""
-    from workers import connections
-    from workers.settings import get_settings
-
-    def reset():
-        get_settings.cache_clear()
-        connections.opensearch_client.cache_clear()
-
-    monkeypatch.setenv("SITUATE_OPENSEARCH_URL", cluster_urls)
-    reset()
-    yield cluster_urls
-    monkeypatch.undo()
-    reset()
+def on_cluster(tmp_path_factory):
+    """Three nodes on ports 9250-9252, and a Redis of the test's own: this process's clients,
+    and the worker it starts, use both until the end."""
+    nodes = OpenSearchNodes("t3", 3, 9250)
+    redis = RedisServer(tmp_path_factory.mktemp("cluster-redis"))
+    try:
+        with use_services(redis_url=redis.url(), opensearch_url=nodes.urls):
+            yield nodes
+    finally:
+        redis.stop()
+        nodes.purge()
 
 
 def test_a_node_killed_mid_ingest_loses_nothing_and_search_keeps_answering(on_cluster):
@@ -58,7 +41,7 @@ def test_a_node_killed_mid_ingest_loses_nothing_and_search_keeps_answering(on_cl
     health = client.cluster.health(index=config.index_name, wait_for_status="green")
     assert health["status"] == "green" and health["active_shards"] == 6
 
-    worker = Worker(2, env={"SITUATE_OPENSEARCH_URL": on_cluster}, name=f"cluster-{uuid.uuid4().hex[:6]}")
+    worker = Worker(2, name=f"cluster-{uuid.uuid4().hex[:6]}")
     docs = cookbook_docs()[:40]
     answered, failed, stop = [], [], threading.Event()
 
@@ -82,7 +65,7 @@ def test_a_node_killed_mid_ingest_loses_nothing_and_search_keeps_answering(on_cl
             assert time.monotonic() < deadline, states.counts(name)
             time.sleep(0.2)
         killed_at = time.monotonic()
-        subprocess.run([str(CLUSTER), "kill", NAME, "2"], check=True)
+        on_cluster.kill(2)
         final = wait(config, submissions, timeout=600)
         done_at = time.monotonic()
         time.sleep(3)  # search on, after the run too

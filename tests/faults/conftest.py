@@ -1,8 +1,9 @@
-"""Fault tests: real worker processes, the real Redis and OpenSearch that ops/up started, the
-stand-in LLM — and a fault in the middle of each run. Every run is audited the same way
+"""Fault tests: real worker processes, a Redis server of their own (``private_redis``: one test
+restarts it), ops/up's OpenSearch (one test stops a node of its own instead), the stand-in LLM —
+and a fault in the middle of each run. Every run is audited the same way
 (``audit``): each document indexed once, at its last version, with all its chunks; no
 duplicate chunk; no chunk of a stale version; and how many LLM calls were paid twice. The
-figures are printed at the end of the session (and kept in .services/reports/faults.jsonl)."""
+figures are printed at the end of the session (``figures.py``)."""
 
 from __future__ import annotations
 
@@ -15,11 +16,10 @@ from dataclasses import asdict, dataclass, field
 
 import pytest
 
-from harness import LOGS, ROOT, StandIn, Worker
-from tests.support import SECRET_KEY, TEST_MODEL
+from harness import LOGS, ROOT, RedisServer, StandIn, Worker
+from tests.faults import figures as fault_figures
+from tests.support import SECRET_KEY, TEST_MODEL, use_services
 
-FIGURES: list[dict] = []
-REPORT = ROOT / ".services" / "reports" / "faults.jsonl"
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -32,6 +32,16 @@ def services():
     except Exception as e:
         pytest.fail(f"Redis/OpenSearch not reachable ({e}); run ops/up first (ops/test does)", pytrace=False)
     yield
+
+
+@pytest.fixture(scope="module", autouse=True)
+def private_redis(tmp_path_factory):
+    """The fault runs' own Redis (broker and state): one of them restarts it, and none of their
+    workers may take another test's messages, in this pytest process or a parallel one."""
+    server = RedisServer(tmp_path_factory.mktemp("fault-redis"))
+    with use_services(redis_url=server.url()):
+        yield server
+    server.stop()
 
 
 # ~0.3 s per call: enough calls in flight at any moment for a fault to land on some.
@@ -207,24 +217,4 @@ def expected_of(docs: list[dict]) -> dict[str, tuple[str, int]]:
 def report(name: str, result: Audit, **figures) -> None:
     row = {"fault": name, **asdict(result), **figures}
     row["failed"] = {k: v[:160] for k, v in row["failed"].items()}
-    FIGURES.append(row)
-    REPORT.parent.mkdir(parents=True, exist_ok=True)
-    with REPORT.open("a") as f:
-        f.write(json.dumps(row) + "\n")
-
-
-def pytest_terminal_summary(terminalreporter):
-    if not FIGURES:
-        return
-    terminalreporter.section("fault figures")
-    head = f"{'fault':44} {'docs':>5} {'indexed':>7} {'failed':>6} {'lost':>4} {'dup _id':>7} {'stale':>5} " \
-           f"{'paid 2x':>7} {'in flight':>9}  other"
-    terminalreporter.write_line(head)
-    for r in FIGURES:
-        other = {k: v for k, v in r.items() if k not in ("fault", "documents", "indexed", "failed", "lost",
-                                                          "duplicate_ids", "stale_chunks", "paid_twice",
-                                                          "requests", "notes", "in_flight")}
-        terminalreporter.write_line(
-            f"{r['fault'][:44]:44} {r['documents']:5d} {r['indexed']:7d} {len(r['failed']):6d} {r['lost']:4d} "
-            f"{r['duplicate_ids']:7d} {r['stale_chunks']:5d} {r['paid_twice']:7d} {r.get('in_flight', '-')!s:>9}  "
-            + json.dumps(other))
+    fault_figures.record(row)

@@ -6,17 +6,16 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 
 import pytest
 
 import harness
 import tests.faults.plugins  # noqa: F401 - registers anthropic-crashy here too, as the workers do
 from tests.faults.conftest import audit, documents, expected_of, report, submit, wait_done
-from tests.support import TEST_MODEL, cookbook_docs
+from tests.support import TEST_MODEL, cookbook_docs, use_services
 
 LLM = {"contextualizer": "anthropic", "model": TEST_MODEL, "embedder": "voyage"}
-needs_our_services = pytest.mark.skipif(not harness.services_are_ours(),
-                                        reason="Redis and OpenSearch were not started by ops/up: not ours to stop")
 
 
 def wait_until(predicate, timeout: float, what: str) -> None:
@@ -58,17 +57,18 @@ def test_a_worker_killed_mid_run_costs_seconds_not_an_hour(standin, fleet, colle
     assert after_kill < 120
 
 
-@needs_our_services
-def test_redis_restarts_mid_run(standin, fleet, collection_name):
+def test_redis_restarts_mid_run(standin, fleet, collection_name, private_redis):
+    """SHUTDOWN of the broker and state store mid-run (it writes its append-only file), 3 s
+    down, started again on the same data."""
     standin.configure()
     fleet(SITUATE_RECOVERY_S="20").start(2)
     docs = documents(60, tag="redis")
     submit(collection_name, docs, **LLM)
     wait_until(lambda: indexed_count(collection_name) >= 5, 120, "the first documents")
     fault = time.time()
-    harness.stop_redis()
+    private_redis.stop()
     time.sleep(3)
-    harness.ops_up()
+    private_redis.start()
     in_flight = standin.in_flight_during(fault, time.time())
     took = wait_done(collection_name, [d["id"] for d in docs], timeout=300)
     result = audit(collection_name, expected_of(docs), standin)
@@ -77,17 +77,27 @@ def test_redis_restarts_mid_run(standin, fleet, collection_name):
     assert result.duplicate_ids == 0 and result.stale_chunks == 0 and result.paid_twice <= in_flight
 
 
-@needs_our_services
-def test_opensearch_stopped_for_30_seconds_mid_run(standin, fleet, collection_name):
+@pytest.fixture
+def private_opensearch():
+    """A one-node OpenSearch of the test's own, so stopping it stops nobody else's searches."""
+    node = harness.OpenSearchNodes(f"fault-{uuid.uuid4().hex[:6]}", 1, 9270)
+    try:
+        with use_services(opensearch_url=node.urls):
+            yield node
+    finally:
+        node.purge()
+
+
+def test_opensearch_stopped_for_30_seconds_mid_run(private_opensearch, standin, fleet, collection_name):
     standin.configure()
     fleet(SITUATE_RECOVERY_S="20").start(2)
     docs = documents(60, tag="opensearch")
     submit(collection_name, docs, **LLM)
     wait_until(lambda: indexed_count(collection_name) >= 5, 120, "the first documents")
     fault = time.time()
-    harness.stop_opensearch()
+    private_opensearch.stop()
     time.sleep(30)
-    harness.ops_up()
+    private_opensearch.start()
     in_flight = standin.in_flight_during(fault, time.time())
     took = wait_done(collection_name, [d["id"] for d in docs], timeout=400)
     result = audit(collection_name, expected_of(docs), standin)

@@ -6,27 +6,42 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+import uuid
 
 import httpx
 import pytest
 
-from harness import SITUATE, Api
+from harness import SITUATE, Api, RedisServer, Worker
+from tests.support import use_services
 from workers.connections import redis_client
 
 TOKEN = "capacity-admin-token"
 
 
 @pytest.fixture
-def nearly_full_redis():
-    r = redis_client()
-    before = r.config_get("maxmemory")["maxmemory"]
-    used = int(r.info("memory")["used_memory"])
-    r.config_set("maxmemory", int(used / 0.9))  # 90% used: over the 85% high-water mark
-    yield r
-    r.config_set("maxmemory", before)
+def nearly_full_redis(tmp_path):
+    """A Redis of this test's own, squeezed to 90% of its memory line (over the 85% high-water
+    mark), with a worker on it: the line is the server's, so on the shared Redis the squeeze
+    would stall every other test."""
+    server = RedisServer(tmp_path / "redis")
+    with use_services(redis_url=server.url()):
+        worker = Worker(2, name=f"capacity-{uuid.uuid4().hex[:6]}")
+        try:
+            r = redis_client()
+            # 16 MB of ballast, as a working Redis holds: a fresh one uses ~1 MB, and there its
+            # own ups and downs of tens of kB would cross the 85% line by themselves.
+            pipe = r.pipeline(transaction=False)
+            for i in range(256):  # in small pieces: one big SET leaves a query buffer as big behind
+                pipe.set(f"ballast:{i}", b"x" * 2**16)
+            pipe.execute()
+            r.config_set("maxmemory", int(int(r.info("memory")["used_memory"]) / 0.9))
+            yield r
+        finally:
+            worker.stop()
+            server.stop()
 
 
-def test_producers_wait_near_the_memory_limit(worker, collection_name, tmp_path, nearly_full_redis):
+def test_producers_wait_near_the_memory_limit(nearly_full_redis, collection_name, tmp_path):
     api = Api(env={"SITUATE_API_TOKEN": TOKEN})
     try:
         r = httpx.post(f"{api.url}/v1/collections/{collection_name}/documents", headers={"Authorization": f"Bearer {TOKEN}"},
