@@ -45,11 +45,12 @@ llama_installed() {
 
 # Compile the wheel only (nothing in the venv changes): ops/setup runs it while pip installs
 # the rest, so the compile overlaps the downloads.
+# (--no-binary for this one package only: for all, pip would build its build tools from source too.)
 build_llama_wheel() {
   local src="$SERVICES/wheels/llama-src"
   rm -rf "$SERVICES/wheels/llama" "$src" && mkdir -p "$SERVICES/wheels/llama" "$src" "$SERVICES/logs"
   {
-    "$VENV/bin/python" -m pip download -q --no-cache-dir --no-deps --no-binary :all: -d "$src" \
+    "$VENV/bin/python" -m pip download -q --no-cache-dir --no-deps --no-binary llama-cpp-python -d "$src" \
       "llama-cpp-python==$LLAMA_VERSION" \
     && tar -xzf "$src/llama_cpp_python-$LLAMA_VERSION.tar.gz" -C "$src" \
     && sed -i 's/set(LLAMA_BUILD_COMMON ON CACHE/set(LLAMA_BUILD_COMMON OFF CACHE/' \

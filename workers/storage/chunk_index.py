@@ -154,10 +154,16 @@ def write_version(config: CollectionConfig, doc_id: str, version: str, seq: int,
         helpers.bulk(client, ({"_op_type": "delete", "_index": config.index_name, "_id": i} for i in written),
                      raise_on_error=False, raise_on_exception=False)
     first = errors[0].get("index", errors[0])
-    statuses = {e.get("index", e).get("status", 0) for e in errors}
-    transient = any(status in (0, 429) or status >= 500 for status in statuses)
+    transient = any(is_transient(e.get("index", e).get("status")) for e in errors)
     message = f"OpenSearch refused {len(errors)} of {len(rows)} chunk(s): {first.get('error')}"
     raise WriteNotNow(message) if transient else WriteRefused(message)
+
+
+def is_transient(status: Any) -> bool:
+    """Worth another try later: overloaded (429), failing (5xx), or never answered. A request
+    cut off mid-way (a node going down) has no HTTP status at all: opensearch-py reports it
+    as "N/A" (a string), or not at all."""
+    return not isinstance(status, int) or status in (0, 429) or status >= 500
 
 
 def _scan_ids(config: CollectionConfig, query: dict[str, Any]) -> list[str]:
