@@ -56,6 +56,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(folder)
 
 
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's: no error without it (-p no:xdist)
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
     """With ``-n``: one test at a time to whichever process is free, in collection order (the
     long runs, cluster and faults, come first). pytest-xdist's own ``load`` hands out tests in
