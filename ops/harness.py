@@ -194,8 +194,8 @@ class RedisServer:
     (append-only file, noeviction). ``stop`` is a graceful SHUTDOWN and ``start`` brings the same
     data back: a Redis restart, without stopping the Redis every other test (and process) uses."""
 
-    def __init__(self, folder: Path, maxmemory: str = "0"):
-        self.folder, self.port, self.maxmemory = Path(folder), free_port(), maxmemory
+    def __init__(self, folder: Path):
+        self.folder, self.port = Path(folder), free_port()
         self.folder.mkdir(parents=True, exist_ok=True)
         self.proc: subprocess.Popen | None = None
         self.start()
@@ -210,7 +210,7 @@ class RedisServer:
     def start(self) -> None:
         self.proc, log = _spawn(["redis-server", "--bind", "127.0.0.1", "--port", str(self.port),
                                  "--dir", str(self.folder), "--appendonly", "yes", "--save", "",
-                                 "--maxmemory-policy", "noeviction", "--maxmemory", self.maxmemory],
+                                 "--maxmemory-policy", "noeviction"],
                                 f"redis-{self.port}")
         deadline = time.monotonic() + 60
         while self.cli("ping") != "PONG":  # not "LOADING": the append-only file is read back

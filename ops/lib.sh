@@ -64,11 +64,13 @@ build_llama_wheel() {
   return $built
 }
 
+llama_build_failed() { tail -30 "$SERVICES/logs/llama-build.log" >&2; say "llama-cpp-python failed to build"; exit 1; }
+
 install_llama() {
   llama_installed && return
   if ! ls "$SERVICES"/wheels/llama/llama_cpp_python-*.whl >/dev/null 2>&1; then
     say "compiling llama-cpp-python $LLAMA_VERSION ($LLAMA_CMAKE_ARGS), about 2 minutes on 2 cores"
-    build_llama_wheel || { tail -30 "$SERVICES/logs/llama-build.log" >&2; say "llama-cpp-python failed to build"; exit 1; }
+    build_llama_wheel || llama_build_failed
   fi
   "$VENV/bin/python" -m pip install -q --force-reinstall --no-deps "$SERVICES"/wheels/llama/llama_cpp_python-*.whl
   rm -rf "$SERVICES/wheels/llama"

@@ -21,7 +21,6 @@ from tests.faults import figures as fault_figures
 from tests.support import SECRET_KEY, TEST_MODEL, use_services
 
 
-
 @pytest.fixture(scope="session", autouse=True)
 def services():
     from workers.connections import opensearch_client, redis_client

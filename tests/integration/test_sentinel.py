@@ -10,16 +10,15 @@ import uuid
 
 import pytest
 
-from harness import Worker, free_port, stop
+from harness import RedisServer, Worker, free_port, stop
 from tests.support import run_cli, write_jsonl
 
 
 @pytest.fixture(scope="module")
 def sentinel(tmp_path_factory):
     folder = tmp_path_factory.mktemp("sentinel")
-    master_port, sentinel_port = free_port(), free_port()
-    master = subprocess.Popen(["redis-server", "--port", str(master_port), "--bind", "127.0.0.1", "--save", "",
-                               "--appendonly", "no", "--dir", str(folder)], stdout=subprocess.DEVNULL)
+    master, sentinel_port = RedisServer(folder / "master"), free_port()
+    master_port = master.port
     conf = folder / "sentinel.conf"
     conf.write_text(f"port {sentinel_port}\nbind 127.0.0.1\ndir {folder}\n"
                     f"sentinel monitor situate-main 127.0.0.1 {master_port} 1\n"
@@ -33,7 +32,7 @@ def sentinel(tmp_path_factory):
     yield {"SITUATE_REDIS_URL": f"sentinel://127.0.0.1:{sentinel_port}/0",
            "SITUATE_REDIS_SENTINEL_MASTER": "situate-main"}, master_port
     stop(watcher)
-    stop(master)
+    master.stop()
 
 
 def test_ingest_and_search_through_sentinel(sentinel, tmp_path):
