@@ -18,6 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("SITUATE_ALLOWED_MODELS", "*")  # the cookbook's model, against the stand-in
+os.environ.setdefault("SITUATE_ALLOWED_EMBEDDERS", "*")
+os.environ.setdefault("SITUATE_ALLOWED_RERANKERS", "*")
 
 import bench_corpora  # noqa: E402
 import bench_memory  # noqa: E402

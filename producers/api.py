@@ -3,8 +3,12 @@ OpenAPI docs at ``/docs``.
 
 Every route but ``/healthz`` takes a bearer token (``auth``): read, write or admin, for one
 collection or all; ``/metrics`` (Prometheus) a token that reads every collection, and
-``/dashboard`` a session its sign-in page opens with such a token (``dashboard``). A caller's mistake is always a 4xx that says what to fix, never a 5xx:
-a request over ``SITUATE_MAX_REQUEST_BYTES`` (chunked uploads included) or with more than
+``/dashboard`` a session its sign-in page opens with such a token (``dashboard``). The token is
+checked before any body is read, and bodies are parsed off the event loop (``http_guard``,
+which also holds one framing and the size limit for every request).
+
+A caller's mistake is always a 4xx that says what to fix, never a 5xx: a request over
+``SITUATE_MAX_REQUEST_BYTES`` (chunked uploads included) or with more than
 ``SITUATE_MAX_BATCH_DOCUMENTS`` documents is refused whole; inside a batch, a bad document
 fails alone with its reason (202, one entry per document) and the others are queued. Near
 Redis's memory limit, submissions get 503 with Retry-After. An error of ours answers 500 with
@@ -13,22 +17,22 @@ an id to find it in the log, and nothing of its internals.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 import uuid
-from typing import Annotated, Any, Union
+from typing import Annotated, Any, Callable, Union
 
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from producers import auth, dashboard, prometheus
+from producers import auth, dashboard, http_guard, prometheus
+from producers.retrieval import rerankers
 from producers.retrieval.search import SearchOptions, search
 from producers.submit import RawDocument, submit
-from workers import lifecycle
+from workers import allowlist, lifecycle
 from workers.settings import get_settings
 from workers.storage import capacity, catalog, chunk_index, states
 
@@ -41,51 +45,10 @@ app = FastAPI(title="situate", version="0.2.0", docs_url=None, redoc_url=None, o
 
 # -- limits and errors ---------------------------------------------------------------------------
 
-class BodyLimit:
-    """Refuses a body over the limit (413): by its Content-Length at once; a chunked upload,
-    which declares none, is read up to the limit first and refused as soon as it passes it."""
+app.add_middleware(http_guard.RequestGuard)
 
-    def __init__(self, inner):
-        self.inner = inner
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
-            return await self.inner(scope, receive, send)
-        limit = get_settings().max_request_bytes
-        length = dict(scope.get("headers") or []).get(b"content-length")
-        if length is not None:
-            if length.isdigit() and int(length) > limit:
-                return await _too_large(send, limit)
-            return await self.inner(scope, receive, send)
-        body, more = b"", True
-        while more:
-            message = await receive()
-            if message["type"] != "http.request":
-                return
-            body += message.get("body", b"")
-            more = message.get("more_body", False)
-            if len(body) > limit:
-                return await _too_large(send, limit)
-        replayed = False
-
-        async def replay():
-            nonlocal replayed
-            if replayed:
-                return await receive()
-            replayed = True
-            return {"type": "http.request", "body": body, "more_body": False}
-
-        await self.inner(scope, replay, send)
-
-
-async def _too_large(send, limit: int) -> None:
-    body = json.dumps({"detail": f"request body over {limit:,} bytes (SITUATE_MAX_REQUEST_BYTES)"}).encode()
-    await send({"type": "http.response.start", "status": 413,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
-    await send({"type": "http.response.body", "body": body})
-
-
-app.add_middleware(BodyLimit)
+# Metric labels come from fixed sets: a made-up method (``curl -X MX1``) must not add a series.
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"})
 
 
 @app.middleware("http")
@@ -93,9 +56,10 @@ async def count_requests(request: Request, call_next):
     """Requests and latency by route template (not by path: one series per route, not per document)."""
     started = time.perf_counter()
     response = await call_next(request)
-    route = getattr(request.scope.get("route"), "path", "unmatched")
-    prometheus.api_requests.labels(request.method, route, str(response.status_code)).inc()
-    prometheus.api_seconds.labels(request.method, route).observe(time.perf_counter() - started)
+    route = getattr(request.scope.get("route"), "path", "other")
+    method = request.method if request.method in METHODS else "other"
+    prometheus.api_requests.labels(method, route, str(response.status_code)).inc()
+    prometheus.api_seconds.labels(method, route).observe(time.perf_counter() - started)
     return response
 
 
@@ -174,6 +138,8 @@ class CollectionIn(BaseModel):
     fusion: str | None = Field(None, pattern="^(rrf|weighted)$")
     dense_weight: float | None = Field(None, ge=0, le=100)
     rrf_k: int | None = Field(None, ge=1, le=1000)
+    reranker: str | None = Field(None, max_length=32, description="The search default; the deployment's allowlist "
+                                 "(SITUATE_ALLOWED_RERANKERS) applies.")
     index_shards: int | None = Field(None, ge=1, le=64)
     index_replicas: str | None = Field(None, pattern=r"^(\d{1,2}|\d{1,2}-(\d{1,2}|all))$")
 
@@ -191,6 +157,24 @@ class SearchIn(BaseModel):
     dense_weight: float | None = Field(None, ge=0, le=100)
     rrf_k: int | None = Field(None, ge=1, le=1000)
     reranker: str | None = Field(None, description="none | voyage | bedrock | cohere | onnx")
+
+
+def body_of(model: type[BaseModel]) -> Callable[..., Any]:
+    """A dependency: the JSON body as ``model`` (422 when it does not fit). Declared after the
+    route's token check, so a stranger's body is never read, let alone parsed."""
+    async def parse(request: Request) -> Any:
+        data = await http_guard.json_body(request)
+        try:
+            return model.model_validate(data)
+        except ValidationError as e:
+            raise RequestValidationError(e.errors()) from None
+    return parse
+
+
+def documented(model: type[BaseModel]) -> dict[str, Any]:
+    """The OpenAPI entry of a body parsed by ``body_of`` (FastAPI only documents its own)."""
+    return {"requestBody": {"required": True, "content": {"application/json": {
+        "schema": model.model_json_schema(ref_template="#/components/schemas/{model}")}}}}
 
 
 class HitOut(BaseModel):
@@ -234,8 +218,8 @@ async def metrics_page() -> Response:
 app.include_router(dashboard.router)
 
 
-@app.put("/v1/collections/{collection}", dependencies=[Depends(allowed("admin"))])
-def create_collection(collection: str, body: CollectionIn) -> dict[str, Any]:
+@app.put("/v1/collections/{collection}", dependencies=[Depends(allowed("admin"))], openapi_extra=documented(CollectionIn))
+def create_collection(collection: str, body: CollectionIn = Depends(body_of(CollectionIn))) -> dict[str, Any]:
     """Create a collection with explicit settings (or check an existing one matches them)."""
     try:
         return catalog.describe(lifecycle.ensure(collection, **body.model_dump()))
@@ -254,8 +238,17 @@ def get_collection(collection: str) -> dict[str, Any]:
 
 @app.delete("/v1/collections/{collection}", dependencies=[Depends(allowed("admin"))])
 def delete_collection(collection: str) -> dict[str, str]:
-    """Drop the collection: its index, settings, documents' state, bodies and checkpoints."""
-    lifecycle.delete(collection)
+    """Drop the collection: its tokens, index, settings, documents' state, bodies and checkpoints.
+    A drop cut short (OpenSearch unreachable: 503) is finished by the next DELETE."""
+    try:
+        lifecycle.delete(collection)
+    except catalog.CollectionError:
+        raise
+    except Exception as e:  # a part could not be removed now: the tombstone keeps the rest for later
+        log.warning("drop of %s cut short: %s: %s", collection, type(e).__name__, e)
+        raise HTTPException(503, f"collection {collection!r} is being dropped, but not everything could be "
+                                 "removed now (OpenSearch or Redis unreachable): DELETE again to finish",
+                            headers={"Retry-After": "30"}) from None
     return {"deleted": collection}
 
 
@@ -284,17 +277,12 @@ def _raw_document(i: int, item: Any) -> RawDocument:
     return RawDocument(doc_id, text, item.get("metadata") if "metadata" in item else {}, chunks)
 
 
-@app.post("/v1/collections/{collection}/documents", status_code=202,
-          openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
-              "schema": DocumentsIn.model_json_schema(ref_template="#/components/schemas/{model}")}}}})
+@app.post("/v1/collections/{collection}/documents", status_code=202, openapi_extra=documented(DocumentsIn))
 async def add_documents(collection: str, request: Request,
                         principal: auth.Principal = Depends(allowed("write"))) -> dict[str, Any]:
     """Submit one document, ``{"documents": [...]}``, or a list. A collection that does not
     exist yet is created with the server's defaults, by an admin only (PUT to choose them)."""
-    try:
-        payload = json.loads(await request.body())
-    except (ValueError, UnicodeDecodeError):
-        raise HTTPException(400, "the body is not JSON") from None
+    payload = await http_guard.json_body(request)
     items = payload["documents"] if isinstance(payload, dict) and "documents" in payload else payload
     items = [items] if isinstance(items, dict) else items
     if not isinstance(items, list) or not items:
@@ -335,10 +323,13 @@ def delete_document(collection: str, doc_id: str) -> dict[str, Any]:
 
 
 @app.post("/v1/collections/{collection}/search", response_model=SearchOut,
-          dependencies=[Depends(allowed("read"))])
-async def search_collection(collection: str, body: SearchIn, response: Response) -> SearchOut:
+          dependencies=[Depends(allowed("read"))], openapi_extra=documented(SearchIn))
+async def search_collection(collection: str, response: Response,
+                            body: SearchIn = Depends(body_of(SearchIn))) -> SearchOut:
     """Hits, and where the time went in a ``Server-Timing`` header (embed, opensearch, fusion,
-    fetch, rerank: milliseconds)."""
+    fetch, rerank: milliseconds). A reranker the deployment did not allow is refused (403)."""
+    if body.reranker in rerankers.NAMES:  # a name that is none of them: 422 from the search below
+        allowlist.check_reranker(body.reranker)
     config = catalog.load(collection)
     options = SearchOptions(mode=body.mode, fusion=body.fusion, context_weight=body.context_weight,
                             dense_weight=body.dense_weight, reranker=body.reranker, rrf_k=body.rrf_k)

@@ -4,27 +4,30 @@
 - ``situate token create --collection C --scope read|write|admin`` issues a token for one
   collection (``*``: all). read = search and status; write = also submit and delete documents;
   admin = also create, configure and drop collections (their contextualizer, model, prompt).
-  A token is shown once; Redis keeps only its SHA-256, so a leaked Redis dump leaks no token.
+  A token is shown once; Redis keeps only its SHA-256 (``workers.storage.tokens``).
+- A view of the whole fleet (``/metrics``, the dashboard) needs a token on ``*``: a request
+  that names no collection is one about all of them.
+- A token scoped to a collection belongs to that collection's generation: a drop revokes it,
+  and a new collection of the same name does not open to it.
 
 Closed by default: the API answers without a token only while it listens on loopback with no
-admin token set and no token issued (a developer's machine); ``situate api`` refuses to listen
-beyond loopback without ``SITUATE_API_TOKEN``.
+admin token set and no token issued (a developer's machine), and then only to requests whose
+``Host`` is a loopback name (a page elsewhere that rebinds its DNS name to 127.0.0.1 is refused);
+``situate api`` refuses to listen beyond loopback without ``SITUATE_API_TOKEN``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import ipaddress
-import json
 import secrets
 import time
 from dataclasses import dataclass
 
-from workers.connections import redis_client
 from workers.settings import get_settings
+from workers.storage import catalog, tokens
 
-SCOPES = ("read", "write", "admin")
-_TOKENS = "situate:tokens"
+SCOPES = tokens.SCOPES
 
 
 class Denied(Exception):
@@ -35,55 +38,38 @@ class Denied(Exception):
 
 @dataclass(frozen=True)
 class Principal:
-    id: str          # "admin", or the token's id
+    id: str          # "admin", "open", or the token's id
     collection: str  # "*" or one collection
     scope: str
+    token: str = ""  # what the credential's validity is checked against later (dashboard sessions)
 
     def allows(self, collection: str | None, need: str) -> bool:
+        """``collection`` None: every collection (a fleet view), which only a ``*`` token covers."""
         scope_ok = SCOPES.index(self.scope) >= SCOPES.index(need)
-        return scope_ok and (self.collection == "*" or collection is None or collection == self.collection)
+        return scope_ok and (self.collection == "*" or collection == self.collection)
 
 
-OPEN = Principal("open", "*", "admin")
-
-
-def _digest(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
+OPEN = Principal("open", "*", "admin", "open")
 
 
 def is_loopback(host: str) -> bool:
     if host in ("localhost", ""):
         return True
     try:
-        return ipaddress.ip_address(host).is_loopback
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
 
 
-def create(collection: str, scope: str, name: str = "") -> tuple[str, str]:
-    """A new token: (token, id). The token itself is not stored anywhere."""
-    if scope not in SCOPES:
-        raise ValueError(f"scope must be one of {SCOPES}")
-    token = "sit_" + secrets.token_urlsafe(32)
-    digest = _digest(token)
-    record = {"id": digest[:12], "collection": collection, "scope": scope, "name": name, "created": time.time()}
-    redis_client().hset(_TOKENS, digest, json.dumps(record))
-    return token, record["id"]
-
-
-def revoke(token_or_id: str) -> bool:
-    r = redis_client()
-    digest = _digest(token_or_id)
-    if r.hdel(_TOKENS, digest):
-        return True
-    for key, raw in r.hscan_iter(_TOKENS):
-        if json.loads(raw)["id"] == token_or_id:
-            return bool(r.hdel(_TOKENS, key))
-    return False
-
-
-def listing() -> list[dict]:
-    return sorted((json.loads(raw) for _, raw in redis_client().hscan_iter(_TOKENS)), key=lambda t: t["created"])
+def loopback_host_header(host: str | None) -> bool:
+    """A ``Host`` header naming this machine by a loopback name: ``localhost``, ``127.0.0.1``,
+    ``[::1]``, with or without a port."""
+    if not host:
+        return False
+    name = host.rsplit(":", 1)[0] if host.count(":") == 1 or host.startswith("[") else host
+    if name.startswith("[") and "]" in name:
+        name = name[1:name.index("]")]
+    return name.lower() in ("localhost", "127.0.0.1", "::1")
 
 
 _issued_cache: tuple[float, bool] = (0.0, False)
@@ -93,31 +79,72 @@ def _any_issued() -> bool:
     global _issued_cache
     checked, issued = _issued_cache
     if time.monotonic() - checked > 5:
-        issued = bool(redis_client().hlen(_TOKENS))
+        issued = tokens.any_issued()
         _issued_cache = (time.monotonic(), issued)
     return issued
+
+
+def open_mode() -> bool:
+    """No credential exists at all: a developer's loopback API."""
+    s = get_settings()
+    return not s.api_token and is_loopback(s.api_host) and not _any_issued()
+
+
+def _admin_marker(token: str) -> str:
+    return "admin:" + hashlib.sha256(token.encode()).hexdigest()
 
 
 def authenticate(authorization: str | None) -> Principal:
     """The caller behind an ``Authorization`` header, or Denied(401)."""
     s = get_settings()
     if not authorization:
-        if not s.api_token and is_loopback(s.api_host) and not _any_issued():
+        if open_mode():
             return OPEN
         raise Denied(401, "missing bearer token")
     scheme, _, token = authorization.partition(" ")
     if scheme.lower() != "bearer" or not token:
         raise Denied(401, "expected: Authorization: Bearer <token>")
     if s.api_token and secrets.compare_digest(token.encode(), s.api_token.encode()):
-        return Principal("admin", "*", "admin")
-    raw = redis_client().hget(_TOKENS, _digest(token))
-    if raw is None:
+        return Principal("admin", "*", "admin", _admin_marker(token))
+    principal = from_digest(tokens.digest(token))
+    if principal is None:
         raise Denied(401, "unknown or revoked token")
-    record = json.loads(raw)
-    return Principal(record["id"], record["collection"], record["scope"])
+    return principal
+
+
+def from_digest(token_digest: str) -> Principal | None:
+    """The principal of a stored token, if it is still valid: issued, not revoked, and — for a
+    collection's token — made for the collection's current generation."""
+    record = tokens.find(token_digest)
+    if record is None:
+        return None
+    collection, generation = record["collection"], record.get("generation") or ""
+    if collection != "*" and generation:
+        config = catalog.find(collection)
+        if config is None or config.generation != generation:
+            return None  # its collection was dropped (and perhaps made again for someone else)
+    return Principal(record["id"], collection, record["scope"], token_digest)
+
+
+def still_valid(principal: Principal) -> bool:
+    """Whether the credential a principal was made from still holds (a dashboard session asks on
+    every request): a revoked token, or a changed admin token, ends it."""
+    if principal.token == "open":
+        return open_mode()
+    if principal.token.startswith("admin:"):
+        current = get_settings().api_token
+        return bool(current) and secrets.compare_digest(_admin_marker(current), principal.token)
+    again = from_digest(principal.token)
+    return again is not None and (again.collection, again.scope) == (principal.collection, principal.scope)
 
 
 def authorize(principal: Principal, collection: str | None, need: str) -> None:
     if not principal.allows(collection, need):
         raise Denied(403, f"this token may not {need} collection {collection!r}" if collection
-                     else f"this needs a token with the {need} scope on every collection")
+                     else f"this needs a token with the {need} scope on every collection ('*')")
+
+
+def create_token(collection: str, scope: str, name: str = "") -> tuple[str, str]:
+    """Issue a token (``situate token create``): bound to the collection's generation if it exists."""
+    config = catalog.find(collection) if collection != "*" else None
+    return tokens.create(collection, scope, name, generation=config.generation if config else "")

@@ -1,10 +1,12 @@
 """``/dashboard``: the operator's page, served by the API, live, behind the API's tokens.
 
 A browser cannot send a bearer token with a page load, so it signs in once: the token is
-checked like any API call (it must cover every collection: the page shows the whole fleet),
-and the browser gets a random session id in an HttpOnly, SameSite=Strict cookie (Secure over
-HTTPS); Redis keeps only the id's SHA-256, for ``SITUATE_DASHBOARD_SESSION_S``. The page's one
-action, retrying failed documents, also needs the session's CSRF token in a header (and a
+checked like any API call (it must cover every collection, ``*``: the page shows the whole
+fleet, every tenant's bill and failures), and the browser gets a random session id in an
+HttpOnly, SameSite=Strict cookie (Secure over HTTPS); Redis keeps only the id's SHA-256, for
+``SITUATE_DASHBOARD_SESSION_S``. Every request of the session checks its token again: revoking
+the token (or changing the admin token) ends the session at once. The page's one action,
+retrying failed documents, also needs the session's CSRF token in a header (and a
 write-scoped token at sign-in): a cookie alone, sent by another site's form, does nothing.
 
 The page polls ``/dashboard/data`` every two seconds: the same ``fleet.snapshot()`` as
@@ -26,7 +28,7 @@ from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
-from producers import auth, fleet, submit
+from producers import auth, fleet, http_guard, submit
 from workers import metrics
 from workers.connections import redis_client
 from workers.settings import get_settings
@@ -62,8 +64,9 @@ def _signin(message: str = "", status: int = 401) -> HTMLResponse:
 
 @router.get("/dashboard")
 def page(request: Request) -> Response:
-    s = session(request)
-    if s is None:
+    try:
+        s = _checked(request)
+    except auth.Denied:
         return _signin()
     body = (ASSETS / "dashboard.html").read_text().replace("{{csrf}}", s["csrf"]).replace(
         "{{who}}", html.escape(f"{s['principal']} ({s['scope']})"))
@@ -72,8 +75,10 @@ def page(request: Request) -> Response:
 
 @router.post("/dashboard/login")
 async def login(request: Request) -> Response:
-    # The sign-in form's one field, parsed here: not worth python-multipart for it.
-    token = (parse_qs((await request.body()).decode("utf-8", "replace")).get("token") or [""])[0][:512]
+    # The sign-in form's one field: a body of at most http_guard.SMALL_BODY_BYTES (the guard
+    # refuses more before it is read), so parsing it here costs the event loop nothing.
+    form = (await http_guard.read_body(request)).decode("utf-8", "replace")
+    token = (parse_qs(form).get("token") or [""])[0][:512]
     try:
         principal = auth.authenticate(f"Bearer {token}" if token else None)
         auth.authorize(principal, None, "read")
@@ -82,7 +87,8 @@ async def login(request: Request) -> Response:
     session_id, csrf = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
     ttl = get_settings().dashboard_session_s
     redis_client().set(_key(session_id), json.dumps({"principal": principal.id, "scope": principal.scope,
-                                                     "collection": principal.collection, "csrf": csrf}), ex=ttl)
+                                                     "collection": principal.collection, "token": principal.token,
+                                                     "csrf": csrf}), ex=ttl)
     response = RedirectResponse("/dashboard", status_code=303, headers=HEADERS)
     response.set_cookie(COOKIE, session_id, max_age=ttl, httponly=True, samesite="strict",
                         secure=request.url.scheme == "https", path="/dashboard")
@@ -93,6 +99,10 @@ def _checked(request: Request, need: str = "read") -> dict[str, Any]:
     s = session(request)
     if s is None:
         raise auth.Denied(401, "sign in at /dashboard")
+    principal = auth.Principal(s["principal"], s["collection"], s["scope"], s.get("token", ""))
+    if not auth.still_valid(principal):  # revoked since sign-in: the session ends with its token
+        redis_client().delete(_key(request.cookies[COOKIE]))
+        raise auth.Denied(401, "the token this session was opened with is no longer valid: sign in again")
     if need != "read":
         sent = request.headers.get("x-csrf-token", "")
         if not secrets.compare_digest(sent.encode(), s["csrf"].encode()):
@@ -124,11 +134,11 @@ async def data(request: Request) -> JSONResponse:
 @router.post("/dashboard/retry")
 async def retry(request: Request) -> JSONResponse:
     s = _checked(request, "write")
+    body = await http_guard.json_body(request)
     try:
-        body = json.loads(await request.body())
         collection, doc_ids = body["collection"], body.get("doc_ids")
         assert isinstance(collection, str) and (doc_ids is None or all(isinstance(d, str) for d in doc_ids))
-    except (ValueError, KeyError, TypeError, AssertionError):
+    except (KeyError, TypeError, AttributeError, AssertionError):
         return JSONResponse({"detail": 'expected {"collection": "...", "doc_ids": [...] or null}'}, 422)
     auth.authorize(auth.Principal(s["principal"], s["collection"], s["scope"]), collection, "write")
     config = catalog.load(collection)

@@ -16,24 +16,29 @@ from workers.connections import redis_client
 from workers.contextualizers.claude import usage
 from workers.pipeline import presence
 from workers.pipeline.routing import all_queues, oldest_waiting_s, sublists
-from workers.storage import catalog, chunk_index, states
+from workers.storage import catalog, chunk_index, fairqueue, states
 
 # Kombu's names for the messages delivered and not yet acknowledged (Redis transport defaults).
 UNACKED, UNACKED_INDEX = "unacked", "unacked_index"
 
 
 def queues(now: float | None = None) -> dict[str, dict[str, Any]]:
-    """Per queue: messages waiting (all priority sub-lists, and each), the oldest one's age."""
+    """Per queue: messages waiting in Celery's queue (all priority sub-lists, and each), the
+    oldest one's age, and the work parked behind it in the collections' lines (``fairqueue``)."""
     r, now = redis_client(), now or time.time()
     out = {}
-    for q in all_queues():
+    names_of = all_queues()
+    parked = fairqueue.parked(names_of, now)
+    for q in names_of:
         pipe = r.pipeline(transaction=False)
         names = sublists(q)
         for name in names:
             pipe.llen(name)
         by_list = dict(zip(names, pipe.execute()))
+        oldest = [age for age in (oldest_waiting_s(r, q, now), parked[q]["oldest_s"]) if age is not None]
         out[q] = {"waiting": sum(by_list.values()), "by_priority_list": {k: v for k, v in by_list.items() if v},
-                  "oldest_s": oldest_waiting_s(r, q, now)}
+                  "parked": parked[q]["parked"], "parked_by_collection": parked[q]["by_collection"],
+                  "oldest_s": max(oldest) if oldest else None}
     return out
 
 

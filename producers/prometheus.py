@@ -87,16 +87,21 @@ class FleetCollector:
                                   labels=["queue"])
         lists = GaugeMetricFamily("situate_queue_list_messages", "Messages waiting in each of Kombu's "
                                   "priority lists (list: the Redis key).", labels=["queue", "list"])
-        oldest = GaugeMetricFamily("situate_queue_oldest_age_seconds", "Age of the oldest waiting message.",
-                                   labels=["queue"])
+        oldest = GaugeMetricFamily("situate_queue_oldest_age_seconds", "Age of the oldest waiting message "
+                                   "(parked work included).", labels=["queue"])
+        parked = GaugeMetricFamily("situate_queue_parked_messages", "Work waiting for its collection's turn to "
+                                   "enter the queue (fair shares between collections).", labels=["queue", "collection"])
         for q, row in snap["queues"].items():
             depth.add_metric([q], row["waiting"])
             for key, n in row["by_priority_list"].items():
                 lists.add_metric([q, key], n)
             oldest.add_metric([q], row["oldest_s"] or 0.0)
+            for collection, n in row["parked_by_collection"].items():
+                parked.add_metric([q, collection], n)
         yield depth
         yield lists
         yield oldest
+        yield parked
         yield GaugeMetricFamily("situate_unacked_messages", "Delivered, not yet acknowledged.",
                                 value=snap["unacked"]["count"])
         yield GaugeMetricFamily("situate_unacked_oldest_heartbeat_age_seconds",

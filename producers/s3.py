@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Iterator
 
-from producers.loaders import BINARY_SUFFIXES
+from producers.loaders import BINARY_SUFFIXES, too_big
 from producers.submit import RawDocument
+from workers.settings import get_settings
 from workers.storage import states
 
 SCHEME = "s3://"
@@ -69,8 +70,14 @@ def documents(collection: str, url: str, listing: Listing | None = None, client=
                 continue
             metadata = {"source": doc_id}
             listing.etags[doc_id] = obj["ETag"]
+            error = too_big(int(obj.get("Size") or 0))
+            if error:  # from the listing: a 50 GB object is never downloaded to find out
+                yield RawDocument(doc_id, None, metadata, error=error)
+                continue
             try:  # IfMatch: the version listed, not one written since
-                body = s3.get_object(Bucket=bucket, Key=obj["Key"], IfMatch=obj["ETag"])["Body"].read()
+                stream = s3.get_object(Bucket=bucket, Key=obj["Key"], IfMatch=obj["ETag"])["Body"]
+                body = stream.read(get_settings().max_document_bytes + 1)  # at most one byte past the limit
+                stream.close()
             except (BotoCoreError, ClientError) as e:  # gone or changed meanwhile: this one fails alone
                 yield RawDocument(doc_id, None, metadata, error=f"cannot read {doc_id}: {e}")
                 continue

@@ -15,7 +15,8 @@ from typing import Any, Callable, Iterable
 
 from workers.documents import (BadDocument, ChunkInput, check_doc_id, check_metadata, check_text, content_version,
                                decode_body, metadata_hash)
-from workers.pipeline.app import CHUNK_TASK, app
+from workers.pipeline import fair
+from workers.pipeline.app import CHUNK_TASK
 from workers.pipeline.routing import CHUNK_PRIORITY, CHUNK_QUEUE
 from workers.settings import get_settings
 from workers.storage import states
@@ -93,14 +94,19 @@ def submit_one(config: CollectionConfig, raw: RawDocument, run: str | None = Non
         return Submission(raw.doc_id, "unchanged", version)
     payload = {"text": text, "metadata": raw.metadata, "run": run, "batch": batch,
                "chunks": None if chunks is None else [c.model_dump() for c in chunks]}
-    # The body first: a worker never finds a document's state without its body.
-    body_store().put(config.name, raw.doc_id, version, payload)
-    queued, _ = states.submit(config.name, raw.doc_id, version, meta, get_settings().stale_after_s)
-    if queued:  # else this very version is in flight already: one message, not two
-        # By name: a producer never imports the pipeline's tasks (nor the models they load).
-        app.send_task(CHUNK_TASK, args=(config.name, raw.doc_id, version), queue=CHUNK_QUEUE,
-                      priority=CHUNK_PRIORITY)
+    with states.document_lock(config.name, raw.doc_id):  # a delete of this document waits, or we do
+        # The body first: a worker never finds a document's state without its body.
+        body_store().put(config.name, raw.doc_id, version, payload)
+        queued, _ = states.submit(config.name, raw.doc_id, version, meta, get_settings().stale_after_s)
+        if queued:  # else this very version is in flight already: one message, not two
+            _send_to_chunk(config.name, raw.doc_id, version)
     return Submission(raw.doc_id, states.QUEUED, version)
+
+
+def _send_to_chunk(collection: str, doc_id: str, version: str) -> None:
+    # By name, through the fair gate: a producer never imports the pipeline's tasks (nor the
+    # models they load), and one collection's backlog does not hold back another's documents.
+    fair.send(CHUNK_TASK, (collection, doc_id, version), queue=CHUNK_QUEUE, priority=CHUNK_PRIORITY)
 
 
 def submit(config: CollectionConfig, docs: Iterable[RawDocument], run: str | None = None) -> list[Submission]:
@@ -154,21 +160,24 @@ class Retry:
 
 def retry_failed(config: CollectionConfig, doc_ids: list[str] | None = None) -> list[Retry]:
     """Queue failed documents again from the body they were submitted with (kept while they
-    are failed): contexts already paid for are checkpointed, so a retry pays only for the rest."""
-    out = []
-    for doc_id in doc_ids if doc_ids is not None else states.doc_ids(config.name, states.FAILED):
+    are failed): contexts already paid for are checkpointed, so a retry pays only for the rest.
+    A retry is of the failed submission it read, and of nothing newer: a document submitted again
+    since (another version, or a retry already under way) is left alone."""
+    return [_retry_one(config, doc_id)
+            for doc_id in (doc_ids if doc_ids is not None else states.doc_ids(config.name, states.FAILED))]
+
+
+def _retry_one(config: CollectionConfig, doc_id: str) -> Retry:
+    with states.document_lock(config.name, doc_id):
         doc = states.get(config.name, doc_id)
         if doc is None:
-            out.append(Retry(doc_id, "no document"))
-        elif doc["state"] != states.FAILED:
-            out.append(Retry(doc_id, "not failed"))
-        elif not doc.get("version") or body_store().get(config.name, doc_id, doc["version"]) is None:
-            out.append(Retry(doc_id, "body gone", "submit the document again"))
-        else:
-            queued, _ = states.submit(config.name, doc_id, doc["version"], doc.get("meta_hash", ""),
-                                      get_settings().stale_after_s)
-            if queued:
-                app.send_task(CHUNK_TASK, args=(config.name, doc_id, doc["version"]), queue=CHUNK_QUEUE,
-                              priority=CHUNK_PRIORITY)
-            out.append(Retry(doc_id, "queued", doc.get("error")))
-    return out
+            return Retry(doc_id, "no document")
+        if doc["state"] != states.FAILED:
+            return Retry(doc_id, "not failed")
+        if not doc.get("version") or body_store().get(config.name, doc_id, doc["version"]) is None:
+            return Retry(doc_id, "body gone", "submit the document again")
+        queued, _ = states.retry(config.name, doc_id, doc["version"], doc["seq"])
+        if not queued:
+            return Retry(doc_id, "not failed")
+        _send_to_chunk(config.name, doc_id, doc["version"])
+        return Retry(doc_id, "queued", doc.get("error"))

@@ -33,6 +33,8 @@ os.environ["SITUATE_REDIS_URL"] = _redis_database_of_this_process(
 os.environ.pop("SITUATE_API_TOKEN", None)
 # The tests choose models freely against the stand-in: allow any.
 os.environ["SITUATE_ALLOWED_MODELS"] = "*"
+os.environ["SITUATE_ALLOWED_EMBEDDERS"] = "*"
+os.environ["SITUATE_ALLOWED_RERANKERS"] = "*"
 os.environ["SITUATE_LOG_FORMAT"] = "json"
 
 

@@ -12,14 +12,16 @@ them back.
 
 from __future__ import annotations
 
+import time
+import uuid
 from typing import Any
 
-from workers import models
+from workers import allowlist, models
 from workers.contextualizers import prompts, registry
 from workers.contextualizers.claude import usage
 from workers.embedding import registry as embedders
 from workers.settings import get_settings
-from workers.storage import bodies, catalog, checkpoints, chunk_index, states
+from workers.storage import bodies, catalog, checkpoints, chunk_index, fairqueue, states, tokens
 from workers.storage.catalog import (FUSIONS, LANGUAGES, SEARCH_FIELDS, SHAPING_FIELDS, CollectionConfig, CollectionError,
                                      Conflict, NotAllowed)
 
@@ -46,11 +48,18 @@ def ensure(name: str, **requested: Any) -> CollectionConfig:
         _check_same(existing, requested)
         chunk_index.ensure_index(existing)
         return existing
+    _refuse_while_dropping(name)
     config = _new_config(name, requested)
     if not catalog.store_new(config):  # created meanwhile by another producer: check against it
         return ensure(name, **requested)
     chunk_index.ensure_index(config)
     return config
+
+
+def _refuse_while_dropping(name: str) -> None:
+    if catalog.dropping(name) is not None:
+        raise Conflict(f"collection {name!r} is being dropped and its drop did not finish (OpenSearch was "
+                       "unreachable?): drop it again to finish, then create it")
 
 
 def planned(name: str, **requested: Any) -> CollectionConfig:
@@ -87,7 +96,7 @@ def _new_config(name: str, requested: dict[str, Any]) -> CollectionConfig:
     # SITUATE_RERANKER, at query time) unless asked.
     values = {f: getattr(s, f) for f in SHAPING_FIELDS + SEARCH_FIELDS if hasattr(s, f) and f != "reranker"}
     values.update(requested)
-    config = CollectionConfig(name=name, **values)
+    config = CollectionConfig(name=name, generation=uuid.uuid4().hex[:12], created=round(time.time(), 3), **values)
     if config.fusion not in FUSIONS:
         raise CollectionError(f"fusion must be one of {FUSIONS}, not {config.fusion!r}")
     if config.language not in LANGUAGES:
@@ -107,6 +116,9 @@ def _new_config(name: str, requested: dict[str, Any]) -> CollectionConfig:
         if status == "retired":
             raise NotAllowed(note)
     check_allowed(config.contextualizer, config.model)
+    allowlist.check_embedder(config.embedder, config.embed_model)
+    if config.reranker:
+        allowlist.check_reranker(config.reranker)
     if config.contextualizer == "llama":
         from workers.contextualizers import llama
 
@@ -137,6 +149,8 @@ def set_search_defaults(name: str, **fields: Any) -> CollectionConfig:
         raise CollectionError(f"not search settings: {sorted(unknown)}")
     config = catalog.load(name)
     updated = CollectionConfig.model_validate({**config.model_dump(), **fields})
+    if updated.reranker:
+        allowlist.check_reranker(updated.reranker)
     if updated.fusion not in FUSIONS:
         raise CollectionError(f"fusion must be one of {FUSIONS}, not {updated.fusion!r}")
     catalog.store(updated)
@@ -146,36 +160,50 @@ def set_search_defaults(name: str, **fields: Any) -> CollectionConfig:
 def check_allowed(contextualizer: str, model: str) -> None:
     """The deployment's allowlist (``SITUATE_ALLOWED_MODELS``): which contextualizers, and which
     of their models, a collection may use. A caller cannot pick a costlier model than allowed."""
-    allowed = [a.strip() for a in get_settings().allowed_models.split(",") if a.strip()]
-    wanted = f"{contextualizer}:{model}" if model and contextualizer in registry.LLM_PROVIDERS else contextualizer
-    for rule in allowed:
-        if rule == "*" or rule == wanted or rule == contextualizer or rule == f"{contextualizer}:*":
-            return
-    raise NotAllowed(f"{wanted!r} is not allowed here (SITUATE_ALLOWED_MODELS: {', '.join(allowed)}); "
-                          "the operator can allow it")
+    allowlist.check_contextualizer(contextualizer, model, contextualizer in registry.LLM_PROVIDERS)
 
 
 def delete(name: str) -> None:
-    """Drop a collection: its index, settings, per-document state, bodies, checkpoints and bill."""
-    config = catalog.load(name)
-    catalog.forget(name)  # first: producers can no longer submit to it, workers find it gone
+    """Drop a collection: its tokens, index, settings, per-document state, bodies, checkpoints,
+    waiting work and bill.
+
+    A tombstone replaces the catalog entry first (nothing new reaches the collection, and its
+    workers' tasks find it gone), then the parts go one by one. If one step fails (OpenSearch
+    down), the tombstone stays: the collection is not listed, cannot be re-created, and the next
+    drop of the same name resumes where this one stopped. Dropping twice is not an error."""
+    config = catalog.find(name)
+    if config is not None:
+        catalog.mark_dropping(config)
+    else:
+        config = catalog.dropping(name)
+        if config is None:
+            raise catalog.NoSuchCollection(f"collection {name!r} does not exist")
+    tokens.revoke_collection(name)  # before anything else: the tenant is out at once
     chunk_index.delete_index(config)
+    fairqueue.forget_collection(name)
     states.forget_collection(name)
     checkpoints.forget_collection(name)
     bodies.body_store().forget_collection(name)
     usage.forget_collection(name)
+    catalog.dropped(name)
 
 
 def delete_document(name: str, doc_id: str) -> bool:
     """Remove a document from the index and from Redis; False if the collection never had it.
 
-    Its state goes first: stages still in flight for it then find nothing to do, and an index
-    task that was writing at that moment finds its document gone and removes what it wrote."""
+    Only what it saw goes: under the document's lock (a re-submission of the same document waits,
+    so it cannot lose its body, which has the same key when the content is the same), the state
+    is forgotten only if it is still the submission read, and only chunks of that submission or
+    older are deleted. Stages still in flight for it then find nothing to do, and an index task
+    writing at that moment finds its document gone and removes what it wrote."""
     config = catalog.load(name)
-    doc = states.get(name, doc_id)
-    states.forget(name, doc_id)
-    removed = chunk_index.delete_document(config, doc_id)
-    if doc and doc.get("version"):
-        bodies.body_store().delete(name, doc_id, doc["version"])
-        checkpoints.release(name, doc_id, doc["version"])
+    with states.document_lock(name, doc_id):
+        doc = states.get(name, doc_id)
+        seq = doc["seq"] if doc else None
+        if doc is not None and not states.forget_if(name, doc_id, seq):
+            return True  # changed between the two reads: impossible under the lock, but never delete blind
+        removed = chunk_index.delete_document(config, doc_id, up_to_seq=seq)
+        if doc and doc.get("version"):
+            bodies.body_store().delete(name, doc_id, doc["version"])
+            checkpoints.release(name, doc_id, doc["version"])
     return doc is not None or removed > 0

@@ -36,6 +36,11 @@ class Settings(BaseSettings):
     # Bodies are stored once and passed by reference; "redis" or "s3://bucket/prefix".
     body_store: str = "redis"
 
+    # Fairness between collections (storage/fairqueue.py): how many messages each Celery queue may
+    # hold ahead of its workers; the rest wait in one line per collection, let in round robin.
+    # More: less chance a worker waits on the gate; fewer: a quieter collection waits less.
+    queue_ahead: int = 8
+
     # Number of situate.N queues. Only workers use it (the ingest task picks the shard), so
     # producers and workers cannot disagree; changing it only moves future documents.
     shards: int = 4
@@ -127,6 +132,10 @@ class Settings(BaseSettings):
     # What collections may use: "contextualizer" or "contextualizer:model", comma-separated, "*"
     # for anything. The paid models beyond the default are the operator's choice, not a caller's.
     allowed_models: str = "none,structural,keywords,llama,anthropic:claude-haiku-5-5,bedrock:claude-haiku-5-5"
+    # Likewise for embedders (``name`` or ``name:model``) and the rerankers a query may name; the
+    # operator's own SITUATE_EMBEDDER / SITUATE_RERANKER are always allowed (workers/allowlist.py).
+    allowed_embedders: str = "local,local-multilingual"
+    allowed_rerankers: str = "none,onnx"
     # Local GGUF files (the llama contextualizer) are read from this folder only.
     models_dir: str = ""
     # Python modules imported by workers and producers before they look a contextualizer up:

@@ -138,6 +138,7 @@ function render(d) {
     tr.dataset.queue = name;
     cell(tr, name);
     cell(tr, int(q.waiting), "n", "waiting");
+    cell(tr, int(q.parked), "n", "parked");
     cell(tr, age(q.oldest_s), "n", "oldest");
   });
   document.getElementById("unacked").textContent =

@@ -3,19 +3,38 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 # Wide when not on a terminal (a log, a pipe): Rich would cut tables to 80 columns.
 out = Console(width=None if sys.stdout.isatty() else int(os.environ.get("COLUMNS") or 200))
 err = Console(stderr=True, width=None if sys.stderr.isatty() else int(os.environ.get("COLUMNS") or 200))
 
 
+# What must not reach a terminal from a document or a caller: control characters (escape
+# sequences that move the cursor, retitle the window, hide text) and Unicode's bidirectional
+# overrides (text that reads backwards). Newlines and tabs in a chunk's text are kept.
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def safe(value: Any, keep_newlines: bool = False) -> str:
+    """Text from a document or a caller, made fit to print: control characters shown as escapes
+    (``\x1b``), and Rich markup escaped, so ``a[/x]`` is printed as is, not parsed (or crashed on)."""
+    text = str(value)
+    if not keep_newlines:
+        text = text.replace("\n", "\\n").replace("\t", "\\t")
+    return escape(_UNSAFE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 256
+                              else f"\\u{ord(m.group()):04x}", text))
+
+
 def fail(message: str, code: int = 2) -> NoReturn:
-    err.print(f"[red]error:[/red] {message}")
+    """The message may hold what a caller typed or a document said: printed as text, not markup."""
+    err.print(f"[red]error:[/red] {safe(message, keep_newlines=True)}", highlight=False)
     raise typer.Exit(code)
 
 
@@ -30,7 +49,7 @@ def open_or_create(name: str, **requested):
         fail(str(e))
     warning = lifecycle.model_warning(config)
     if warning:
-        err.print(f"[yellow]warning:[/yellow] {warning}")
+        err.print(f"[yellow]warning:[/yellow] {safe(warning)}", highlight=False)
     return config
 
 

@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from producers.cli.common import err, existing, fail, open_or_create, out
+from producers.cli.common import err, existing, fail, open_or_create, out, safe
 
 
 def ingest(
@@ -41,6 +41,11 @@ def ingest(
     json_output: bool = typer.Option(False, "--json", help="Print a JSON summary."),
     estimate: bool = typer.Option(False, "--estimate", help="Print the bill (calls, tokens, cost, time at the "
                                   "rate limits) and queue nothing; no LLM call is made."),
+    include: list[str] = typer.Option([], "--include", help="Folders: only files matching this glob (repeatable), "
+                                      "on the path relative to the folder or the file name: '*.pdf', 'reports/*'."),
+    exclude: list[str] = typer.Option([], "--exclude", help="Folders: leave out files matching this glob (repeatable)."),
+    follow_symlinks: bool = typer.Option(False, "--follow-symlinks",
+                                         help="Folders: follow symbolic links (never to anything outside the folder)."),
 ) -> None:
     """Queue documents; by default wait until each is indexed or failed (exit 1 if any failed)."""
     import time
@@ -61,13 +66,15 @@ def ingest(
         elif not Path(p).exists():
             fail(f"no such file or folder: {p}")
     listing = s3.Listing()
+    selection = loaders.Selection(include=include, exclude=exclude, follow_symlinks=follow_symlinks)
+    skipped = loaders.Skipped()
 
     def documents():
         for p in paths:
             if s3.is_s3(p):
                 yield from s3.documents(collection, p, listing)
             else:
-                yield from loaders.load([p], fmt)
+                yield from loaders.load([p], fmt, selection, skipped)
 
     requested = dict(contextualizer=contextualizer, model=model, embedder=embedder,
                      embed_model=embed_model, language=language, chunk_tokens=chunk_tokens,
@@ -114,18 +121,23 @@ def ingest(
                "indexed": sum(1 for d in final.values() if d["state"] == "indexed"),
                "queued": sum(1 for d in final.values() if d["state"] == "queued") if no_wait else 0,
                "failed": [{"doc_id": d["doc_id"], "error": d.get("error")} for d in failed],
-               "pending": [d["doc_id"] for d in pending]}
+               "pending": [d["doc_id"] for d in pending],
+               "skipped": {"count": skipped.count, "by_reason": skipped.by_reason}}
     if json_output:
         print(json.dumps(summary))
     else:
         verb = "queued" if no_wait else "indexed"
-        out.print(f"{collection}: {len(submissions)} documents, "
+        out.print(f"{safe(collection)}: {len(submissions)} documents, "
                   f"{summary['queued'] if no_wait else summary['indexed']} {verb} "
                   f"({unchanged} unchanged), {len(failed)} failed"
+                  + (f", {skipped.count} skipped" if skipped.count else "")
                   + (f"; {listing.skipped} S3 objects unchanged since last time, not read" if listing.skipped else "")
                   + (f", {len(pending)} still pending" if pending else ""))
         for d in failed:
-            out.print(f"  [red]failed[/red] {d['doc_id']}: {d.get('error')}")
+            out.print(f"  [red]failed[/red] {safe(d['doc_id'])}: {safe(d.get('error'))}", highlight=False)
+        for reason, rels in skipped.by_reason.items():
+            shown = ", ".join(safe(r) for r in rels[:10]) + (f" and {len(rels) - 10} more" if len(rels) > 10 else "")
+            out.print(f"  [yellow]skipped[/yellow] {len(rels)} ({safe(reason)}): {shown}", highlight=False)
     if failed or pending:
         raise typer.Exit(1)
 
@@ -162,14 +174,27 @@ def _print_estimate(collection: str, requested: dict, documents, json_output: bo
 
 def drop(collection: str = typer.Option(..., "--collection", "-c"),
          yes: bool = typer.Option(False, "--yes", help="Do not ask.")) -> None:
-    """Delete a collection: its index, settings and document states."""
+    """Delete a collection: its tokens, index, settings and document states. A drop cut short
+    (OpenSearch unreachable) is finished by running it again."""
     from workers import lifecycle
+    from workers.storage import catalog
 
-    existing(collection)
+    try:
+        unfinished = catalog.find(collection) is None and catalog.dropping(collection) is not None
+    except catalog.CollectionError as e:
+        fail(str(e))
+    if not unfinished:
+        existing(collection)
     if not yes and not typer.confirm(f"delete collection {collection!r} and its index?"):
         raise typer.Exit(1)
-    lifecycle.delete(collection)
-    out.print(f"dropped {collection}")
+    try:
+        lifecycle.delete(collection)
+    except catalog.CollectionError as e:
+        fail(str(e))
+    except Exception as e:  # OpenSearch or Redis unreachable: the tombstone keeps the rest for later
+        fail(f"{collection}: the drop did not finish ({type(e).__name__}: {e}); run it again to finish", 1)
+    out.print(f"dropped {safe(collection)}" + (" (an unfinished drop, now finished)" if unfinished else ""),
+              highlight=False)
 
 
 def delete(ids: list[str] = typer.Argument(..., help="Document ids."),
@@ -179,7 +204,8 @@ def delete(ids: list[str] = typer.Argument(..., help="Document ids."),
 
     existing(collection)
     missing = [doc_id for doc_id in ids if not lifecycle.delete_document(collection, doc_id)]
-    out.print(f"{collection}: {len(ids) - len(missing)} deleted" + (f", not found: {', '.join(missing)}" if missing else ""))
+    out.print(f"{safe(collection)}: {len(ids) - len(missing)} deleted"
+              + (f", not found: {', '.join(safe(m) for m in missing)}" if missing else ""), highlight=False)
     if missing:
         raise typer.Exit(1)
 
@@ -196,7 +222,7 @@ def failed(collection: str = typer.Option(..., "--collection", "-c"),
         print(json.dumps([{"doc_id": d["doc_id"], "error": d["error"]} for d in rows]))
         return
     for d in rows:
-        out.print(f"[red]failed[/red] {d['doc_id']}: {d['error']}", highlight=False)
+        out.print(f"[red]failed[/red] {safe(d['doc_id'])}: {safe(d['error'])}", highlight=False)
     out.print(f"{len(rows)} failed" + (" (first ones shown; --limit)" if len(rows) == limit else ""))
 
 
@@ -223,7 +249,7 @@ def retry(ids: list[str] = typer.Argument(None, help="Document ids (default: eve
         print(json.dumps(rows))
     else:
         for row in rows:
-            out.print(f"{row['doc_id']}: {row['retry']}" + (f" -> {row['state']}" if row["state"] else "")
-                      + (f" ({row['error']})" if row["error"] else ""), highlight=False)
+            out.print(f"{safe(row['doc_id'])}: {row['retry']}" + (f" -> {row['state']}" if row["state"] else "")
+                      + (f" ({safe(row['error'])})" if row["error"] else ""), highlight=False)
     if any(row["state"] == "failed" or row["retry"] == "body gone" for row in rows):
         raise typer.Exit(1)

@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from producers.cli.common import existing, fail, out
+from producers.cli.common import existing, fail, out, safe
 
 
 def status(
@@ -19,8 +19,7 @@ def status(
     interval: float = typer.Option(2.0, help="Seconds between updates with --watch.", min=0.2),
 ) -> None:
     """Collections with their settings, document counts by state, chunks indexed, and queues."""
-    from workers.connections import redis_client
-    from workers.pipeline.routing import all_queues, queue_length
+    from producers import fleet
     from workers.storage import catalog, chunk_index, states
 
     if watch:
@@ -41,19 +40,23 @@ def status(
             chunks = f"? ({type(e).__name__})"
         rows.append({"collection": name, "documents": states.counts(name), "chunks_indexed": chunks,
                      "settings": catalog.describe(config)})
-    r = redis_client()
-    queues = {q: queue_length(r, q) for q in all_queues()}
+    fleet_queues = fleet.queues()
+    queues = {q: row["waiting"] for q, row in fleet_queues.items()}
+    parked = {q: row["parked"] for q, row in fleet_queues.items()}
     if json_output:
-        print(json.dumps({"collections": rows, "queues": queues}))
+        print(json.dumps({"collections": rows, "queues": queues, "parked": parked}))
         return
     table = Table("collection", "documents by state", "chunks", "contextualizer", "embedder", "language")
     for row in rows:
         s = row["settings"]
-        table.add_row(row["collection"], ", ".join(f"{k}={v}" for k, v in sorted(row["documents"].items())) or "-",
-                      str(row["chunks_indexed"]), s["contextualizer"] + (f" ({s['model']})" if s["model"] else ""),
-                      s["embedder"], s["language"])
+        table.add_row(safe(row["collection"]), ", ".join(f"{k}={v}" for k, v in sorted(row["documents"].items())) or "-",
+                      safe(row["chunks_indexed"]), safe(s["contextualizer"] + (f" ({s['model']})" if s["model"] else "")),
+                      safe(s["embedder"]), safe(s["language"]))
     out.print(table)
-    out.print("queues waiting: " + ", ".join(f"{q}={n}" for q, n in queues.items()))
+    for name in catalog.list_dropping():
+        out.print(f"[yellow]being dropped[/yellow] {safe(name)}: an unfinished drop; `situate drop -c {safe(name)}` "
+                  "finishes it", highlight=False)
+    out.print("queues waiting (parked behind): " + ", ".join(f"{q}={n} ({parked[q]})" for q, n in queues.items()))
 
 
 def stats(
@@ -115,11 +118,12 @@ def _watch(collection: str | None, interval: float) -> None:
             done = docs.get("indexed", 0) + docs.get("failed", 0)
             before = next((f["chunks_indexed"] or 0 for f in first["collections"] if f["collection"] == r["collection"]), 0)
             rate = ((r["chunks_indexed"] or 0) - before) / elapsed if elapsed > 0 else 0.0
-            table.add_row(r["collection"], ProgressBar(total=max(1, total), completed=done, width=30),
+            table.add_row(safe(r["collection"]), ProgressBar(total=max(1, total), completed=done, width=30),
                           *(str(docs.get(s, 0)) for s in STAGES), f"{r['chunks_indexed'] or 0:,}", f"{rate:.1f}")
-        queues = Table("queue", "waiting", "oldest", box=None)
+        queues = Table("queue", "waiting", "parked", "oldest", box=None)
         for name, q in snap["queues"].items():
-            queues.add_row(name, f"{q['waiting']:,}", "-" if q["oldest_s"] is None else f"{q['oldest_s']:.0f} s")
+            queues.add_row(name, f"{q['waiting']:,}", f"{q['parked']:,}",
+                           "-" if q["oldest_s"] is None else f"{q['oldest_s']:.0f} s")
         workers = f"workers online: {len(snap['workers'])}, busy: {sum(bool(w['active']) for w in snap['workers'])}"
         return Group(table, queues, workers)
 

@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from producers.cli.common import existing, fail, out
+from producers.cli.common import existing, fail, out, safe
 
 
 def search(
@@ -52,11 +52,11 @@ def search(
              "metadata": h.metadata} for h in hits]}))
         return
     for rank, h in enumerate(hits, start=1):
-        out.print(f"[bold]{rank:>2}.[/bold] {h.doc_id} #{h.chunk}  score={h.score:.4f}")
+        out.print(f"[bold]{rank:>2}.[/bold] {safe(h.doc_id)} #{h.chunk}  score={h.score:.4f}", highlight=False)
         if h.context:
-            out.print(f"    [cyan]{' '.join(h.context.split())[:160]}[/cyan]", highlight=False)
+            out.print(f"    [cyan]{safe(' '.join(h.context.split())[:160])}[/cyan]", highlight=False)
         snippet = " ".join(h.text.split())[:160]
-        out.print(f"    {snippet}", highlight=False)
+        out.print(f"    {safe(snippet)}", highlight=False)
     out.print(f"[dim]{len(hits)} hits in {took_ms:.0f} ms[/dim]")
 
 
@@ -185,13 +185,13 @@ def _print_results(results, loaded, names, labelled, source, compare, report, js
                       f"{r.mrr:.3f}", f"{r.latency_ms_p50:.0f}")
     out.print(table, width=max(out.width, 150))  # wide enough for its columns, even in a log
     for d in described:
-        out.print(f"[dim]{d}[/dim]")
+        out.print(f"[dim]{safe(d)}[/dim]", highlight=False)
     if pair:
         gained, lost = flips(*pair)
         out.print(f"{pair[0].label} -> {pair[1].label}: {len(gained)} queries gained at Pass@10, {len(lost)} lost"
                   + (f" (details in {report / 'report.md'})" if report else ""))
         for f in (gained[:3] + lost[:3]):
-            out.print(f"  {'+' if f.after > f.before else '-'} {f.query[:100]}  ({f.before:.2f} -> {f.after:.2f})",
+            out.print(f"  {'+' if f.after > f.before else '-'} {safe(f.query[:100])}  ({f.before:.2f} -> {f.after:.2f})",
                       highlight=False)
     if report:
         out.print(f"report: {report / 'report.md'}, chart: {report / 'pass_at_k.png'}")
@@ -245,7 +245,7 @@ def _eval_suites(path: Path, spec: str, chosen_reranker: str, overrides: dict, r
             table.add_row(*[str(v) for v in row.values()])
         out.print(table, width=max(out.width, 200))
     for c, config in configs.items():
-        out.print(f"[dim]{describe(c, config, overrides)}[/dim]")
+        out.print(f"[dim]{safe(describe(c, config, overrides))}[/dim]", highlight=False)
 
 
 def tune(

@@ -7,7 +7,7 @@ import json
 import typer
 from rich.table import Table
 
-from producers.cli.common import fail, out
+from producers.cli.common import fail, out, safe
 
 tokens = typer.Typer(no_args_is_help=True, help="API tokens: create, list, revoke.")
 
@@ -27,31 +27,32 @@ def create(collection: str = typer.Option(..., "--collection", "-c", help="A col
             fail(str(e))
     if scope not in auth.SCOPES:
         fail(f"--scope must be one of {', '.join(auth.SCOPES)}")
-    token, token_id = auth.create(collection, scope, name)
-    out.print(f"token {token_id}: {scope} on {collection!r}. Shown once; keep it in a secret store.", highlight=False)
+    token, token_id = auth.create_token(collection, scope, name)
+    out.print(f"token {token_id}: {scope} on {safe(repr(collection))}. Shown once; keep it in a secret store.",
+              highlight=False)
     print(token)
 
 
 @tokens.command("list")
 def listing(json_output: bool = typer.Option(False, "--json")) -> None:
     """Tokens issued (their ids and scopes; never the tokens themselves)."""
-    from producers import auth
+    from workers.storage import tokens as stored
 
-    rows = auth.listing()
+    rows = stored.listing()
     if json_output:
         print(json.dumps(rows))
         return
     table = Table("id", "collection", "scope", "name")
     for t in rows:
-        table.add_row(t["id"], t["collection"], t["scope"], t["name"])
+        table.add_row(safe(t["id"]), safe(t["collection"]), safe(t["scope"]), safe(t["name"]))
     out.print(table)
 
 
 @tokens.command("revoke")
 def revoke(token_or_id: str = typer.Argument(..., help="The token, or its id from `situate token list`.")) -> None:
     """Revoke a token: the API refuses it from now on."""
-    from producers import auth
+    from workers.storage import tokens as stored
 
-    if not auth.revoke(token_or_id):
+    if not stored.revoke(token_or_id):
         fail("no such token", 1)
     out.print("revoked")

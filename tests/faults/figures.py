@@ -26,12 +26,24 @@ def record(row: dict) -> None:
         f.write(json.dumps({**row, "session": os.environ.get(SESSION), "at": round(time.time())}) + "\n")
 
 
+def note(section: str, line: str) -> None:
+    """A figure of another kind (fairness, framing): printed under its own heading at the end."""
+    record({"section": section, "line": line})
+
+
 def print_table(terminalreporter) -> None:
     session = os.environ.get(SESSION)
     try:
         rows = [r for r in map(json.loads, REPORT.read_text().splitlines()) if session and r.get("session") == session]
     except FileNotFoundError:
         return
+    notes = [r for r in rows if "section" in r]
+    rows = [r for r in rows if "section" not in r]
+    for section in dict.fromkeys(r["section"] for r in notes):
+        terminalreporter.section(section)
+        for r in notes:
+            if r["section"] == section:
+                terminalreporter.write_line(r["line"])
     if not rows:
         return
     terminalreporter.section("fault figures")

@@ -77,6 +77,30 @@ def test_redis_restarts_mid_run(standin, fleet, collection_name, private_redis):
     assert result.duplicate_ids == 0 and result.stale_chunks == 0 and result.paid_twice <= in_flight
 
 
+def test_every_queue_purged_mid_run(standin, fleet, collection_name):
+    """Every Celery queue emptied by hand mid-run (the messages waiting in them lost, as a
+    BRPOP whose answer never arrives loses one): the fair gate sends again what no worker
+    received, within three SITUATE_RECOVERY_S."""
+    from workers.connections import redis_client
+    from workers.pipeline.routing import all_queues, sublists
+
+    standin.configure()
+    fleet(SITUATE_RECOVERY_S="5").start(2)
+    docs = documents(60, tag="purge")
+    submit(collection_name, docs, **LLM)
+    wait_until(lambda: indexed_count(collection_name) >= 5, 120, "the first documents")
+    fault = time.time()
+    purged = sum(redis_client().delete(name) for q in all_queues() for name in sublists(q))
+    in_flight = standin.in_flight_during(fault, time.time())
+    took = wait_done(collection_name, [d["id"] for d in docs], timeout=180)
+    result = audit(collection_name, expected_of(docs), standin)
+    report("every Celery queue purged mid-run", result, in_flight=in_flight, lists_purged=purged,
+           done_s_after_purge=round(took, 1))
+    assert purged >= 1, "nothing was waiting: the purge tested nothing"
+    assert result.indexed == len(docs) and result.lost == 0 and not result.failed
+    assert result.duplicate_ids == 0 and result.stale_chunks == 0 and result.paid_twice <= in_flight
+
+
 @pytest.fixture
 def private_opensearch():
     """A one-node OpenSearch of the test's own, so stopping it stops nobody else's searches."""

@@ -323,6 +323,13 @@ def test_ingest_from_s3_reads_only_what_changed(worker, s3_endpoint, collection_
     hits = json.loads(run_cli("search", "-c", collection_name, "--json", "--k", "1", "scheduler prefers idle").stdout)["hits"]
     assert hits[0]["doc_id"] == "s3://corpus/docs/kernel.txt" and "idle cores" in hits[0]["text"]
 
+    # An object over the size limit is refused from the listing's size: never downloaded.
+    s3.put_object(Bucket="corpus", Key="docs/huge.txt", Body=b"otters " * 2000)
+    result = run_cli("ingest", "-c", collection_name, "--json", "s3://corpus/docs/",
+                     env={**env, "SITUATE_MAX_DOCUMENT_BYTES": "10000"})
+    huge = [f for f in json.loads(result.stdout)["failed"] if f["doc_id"] == "s3://corpus/docs/huge.txt"]
+    assert huge and "not read" in huge[0]["error"], result.stdout
+
 
 def test_status_watch_draws_live_bars_until_interrupted(run):
     import signal

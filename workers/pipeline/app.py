@@ -29,6 +29,7 @@ from workers.settings import get_settings
 CHUNK_TASK = "situate.chunk"
 CONTEXTUALIZE_TASK = "situate.contextualize"
 INDEX_TASK = "situate.index"
+SLICE_TASK = "situate.contextualize_slice"
 
 
 def make_app() -> Celery:

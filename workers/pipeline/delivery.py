@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from typing import Callable
 
 from billiard.exceptions import WorkerLostError
 from celery import bootsteps
@@ -33,9 +34,13 @@ from celery.worker.request import Request
 
 from workers.connections import redis_client
 from workers.pipeline import guard, presence
+from workers.storage import fairqueue
 from workers.settings import get_settings
 
 log = logging.getLogger("situate.delivery")
+
+# Called on every heartbeat of a worker, after its own duties (``fair`` tops the queues up here).
+on_heartbeat: list[Callable[[], object]] = []
 
 
 class GuardedRequest(Request):
@@ -62,6 +67,10 @@ class GuardedRequest(Request):
         return self._guarded(lambda: super(GuardedRequest, self).execute_using_pool(pool, **kwargs), pool)
 
     def _guarded(self, execute, pool):
+        try:  # received: Kombu holds it as unacknowledged now, the fair gate need not (storage.fairqueue)
+            fairqueue.confirm([self.id])
+        except guard.TRANSIENT:  # parked again later and sent twice at worst: harmless
+            pass
         unit = guard.unit_of(self.name, self.args)
         if unit is None:
             return execute()
@@ -166,6 +175,11 @@ class Heartbeat(bootsteps.StartStopStep):
                 presence.announce(c)
             except guard.TRANSIENT as e:
                 log.warning("presence: %s", e)
+            for duty in on_heartbeat:
+                try:
+                    duty()
+                except Exception as e:  # noqa: BLE001 - a heartbeat duty must never stop the heartbeat
+                    log.warning("heartbeat duty %s: %s: %s", getattr(duty, "__name__", duty), type(e).__name__, e)
 
         try:  # online at once, not a heartbeat later
             presence.announce(c)

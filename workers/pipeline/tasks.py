@@ -26,7 +26,8 @@ from workers.contextualizers import registry
 from workers.contextualizers.base import SourceDocument, contextualized_text
 from workers.documents import BadDocument
 from workers.embedding import registry as embedders
-from workers.pipeline.app import CHUNK_TASK, CONTEXTUALIZE_TASK, INDEX_TASK, app
+from workers.pipeline import fair
+from workers.pipeline.app import CHUNK_TASK, CONTEXTUALIZE_TASK, INDEX_TASK, SLICE_TASK, app
 from workers.pipeline.guard import PipelineTask
 from workers.pipeline.routing import INDEX_QUEUE, contextualize_priority, document_queue
 from workers.settings import get_settings
@@ -79,8 +80,8 @@ def chunk(collection: str, doc_id: str, version: str) -> None:
                               "(SITUATE_MAX_CHUNKS_PER_DOCUMENT)")
         checkpoints.save_chunks(collection, doc_id, version, chunks, language, metadata)
         catalog.record_mix(collection, len(chunks) if is_code(language) else 0, 0 if is_code(language) else len(chunks))
-    contextualize.apply_async((collection, doc_id, version), queue=document_queue(collection, doc_id),
-                              priority=contextualize_priority(len(chunks)))
+    fair.send(CONTEXTUALIZE_TASK, (collection, doc_id, version), queue=document_queue(collection, doc_id),
+              priority=contextualize_priority(len(chunks)))
     states.set_state(collection, doc_id, version, states.CHUNKED, chunks_total=len(chunks))
 
 
@@ -132,8 +133,8 @@ def _warm_then_slice(contextualizer, doc: SourceDocument, chunks: list[Chunk], d
     queue = document_queue(doc.collection, doc.doc_id)
     for i in range(0, len(rest), size):
         numbers = [c.n for c in rest[i:i + size]]
-        if any(n not in done for n in numbers):
-            contextualize_slice.apply_async((doc.collection, doc.doc_id, doc.version, numbers), queue=queue, priority=0)
+        if any(n not in done for n in numbers):  # ahead of the collection's other documents: the cache is warm now
+            fair.send(SLICE_TASK, (doc.collection, doc.doc_id, doc.version, numbers), queue=queue, front=True)
 
 
 def _hand_to_index(collection: str, doc_id: str, version: str, total: int) -> None:
@@ -141,11 +142,11 @@ def _hand_to_index(collection: str, doc_id: str, version: str, total: int) -> No
     finishes last sends it; two finishing at once both do, and the second index is a no-op."""
     if len(checkpoints.load_contexts(collection, doc_id, version)) < total:
         return
-    index.apply_async((collection, doc_id, version), queue=INDEX_QUEUE)
+    fair.send(INDEX_TASK, (collection, doc_id, version), queue=INDEX_QUEUE)
     states.set_state(collection, doc_id, version, states.SITUATED)
 
 
-@app.task(name="situate.contextualize_slice", base=PipelineTask)
+@app.task(name=SLICE_TASK, base=PipelineTask)
 def contextualize_slice(collection: str, doc_id: str, version: str, numbers: list[int]) -> None:
     """Part of a big document, after its warm-up call: reads the cached document block."""
     if not _pending(collection, doc_id, version, states.SITUATED):
@@ -228,6 +229,9 @@ def index(collection: str, doc_id: str, version: str) -> None:
         [contextualized_text(r["context"], r["text"]) if config.embed_context else r["text"] for r in rows])
     for row, vector in zip(rows, vectors):
         row["vector"] = vector
+    if not catalog.is_current(config):  # dropped (and perhaps made again) while we embedded
+        log.info("%s/%s v%s: its collection was dropped; nothing written", collection, doc_id, version)
+        return
     chunk_index.ensure_index(config)
     chunk_index.write_version(config, doc_id, version, doc["seq"], rows, metadata,
                               rollback=doc.get("indexed_version") != version)
@@ -237,6 +241,8 @@ def index(collection: str, doc_id: str, version: str) -> None:
         if now is None or now.get("version") != version:  # superseded or deleted while we wrote
             chunk_index.delete_version(config, doc_id, version, [r["n"] for r in rows])
             log.info("%s/%s v%s: superseded while indexing; its chunks removed", collection, doc_id, version)
+            if not catalog.is_current(config):  # dropped between our check and the write
+                chunk_index.delete_stray_index(config)
         return
     # The previous version was indexed moments ago: make sure the search below sees it.
     recent = time.time() - float(doc.get("indexed_at") or 0) < 5

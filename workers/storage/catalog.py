@@ -79,6 +79,10 @@ class CollectionConfig(BaseModel):
     # a copy once a second node joins, so losing a node loses nothing).
     index_shards: int = Field(1, ge=1, le=64)
     index_replicas: str = Field("0-1", pattern=r"^(\d{1,2}|\d{1,2}-(\d{1,2}|all))$")
+    # Which life of the name this is: set at creation, new after a drop and a re-creation.
+    # Tasks and tokens made for one generation do nothing to the next ("" before it existed).
+    generation: str = ""
+    created: float = 0.0
 
     @property
     def index_name(self) -> str:
@@ -94,6 +98,10 @@ SEARCH_FIELDS = ("context_weight", "fusion", "dense_weight", "rrf_k", "reranker"
 
 def _key(name: str) -> str:
     return f"situate:collection:{name}"
+
+
+def _tombstone_key(name: str) -> str:
+    return f"situate:dropping:{name}"
 
 
 def validate_name(name: str) -> str:
@@ -134,8 +142,38 @@ def store(config: CollectionConfig) -> None:
     redis_client().set(_key(config.name), config.model_dump_json())
 
 
-def forget(name: str) -> None:
-    redis_client().delete(_key(name), f"situate:mix:{name}")
+def is_current(config: CollectionConfig) -> bool:
+    """Whether ``config`` is still the collection's live generation: not dropped, not dropped and
+    made again. A task that loaded its collection before a drop checks this before it creates or
+    writes anything, so it cannot bring back a dropped index (with the old mapping)."""
+    raw = redis_client().get(_key(config.name))
+    return raw is not None and CollectionConfig.model_validate_json(raw).generation == config.generation
+
+
+# -- dropping: a tombstone first, then the parts, so that a drop cut short is finished later -------
+
+def mark_dropping(config: CollectionConfig) -> None:
+    """The collection leaves the catalog and a tombstone takes its place, in one step: nothing
+    new reaches it from now on, and a drop interrupted after this (OpenSearch down) is resumed by
+    the next one, which finds the tombstone."""
+    pipe = redis_client().pipeline(transaction=True)
+    pipe.set(_tombstone_key(config.name), config.model_dump_json())
+    pipe.delete(_key(config.name))
+    pipe.execute()
+
+
+def dropping(name: str) -> CollectionConfig | None:
+    raw = redis_client().get(_tombstone_key(validate_name(name)))
+    return None if raw is None else CollectionConfig.model_validate_json(raw)
+
+
+def dropped(name: str) -> None:
+    """The drop finished: its tombstone and the collection's last records go."""
+    redis_client().delete(_tombstone_key(name), f"situate:mix:{name}")
+
+
+def list_dropping() -> list[str]:
+    return sorted(k.split(":", 2)[2] for k in redis_client().scan_iter("situate:dropping:*"))
 
 
 def record_mix(name: str, code_chunks: int, prose_chunks: int) -> None:

@@ -105,14 +105,38 @@ def mapping(config: CollectionConfig) -> dict[str, Any]:
 
 
 def ensure_index(config: CollectionConfig) -> None:
+    """Create the collection's index unless it is there. Callers that loaded ``config`` a while
+    ago (a task) first check that it is still the collection's generation (``catalog.is_current``),
+    so a dropped collection's index is never brought back with its old mapping. One that a stray
+    write created meanwhile (OpenSearch creates an index on a write, with a mapping guessed from
+    the data) has no ``_meta`` of ours: it is replaced."""
     client = opensearch_client()
     if client.indices.exists(index=config.index_name):
-        return
+        if (config.index_name, config.generation) in _checked or _is_ours(config):
+            _checked.add((config.index_name, config.generation))
+            return
+        client.indices.delete(index=config.index_name, ignore_unavailable=True)
     try:
         client.indices.create(index=config.index_name, body=mapping(config))
     except Exception as e:  # created meanwhile by another process: fine
         if "resource_already_exists_exception" not in str(e):
             raise
+
+
+# (index, generation) pairs this process has seen to be ours: one mapping read each, not one per write.
+_checked: set[tuple[str, str]] = set()
+
+
+def delete_stray_index(config: CollectionConfig) -> None:
+    """Delete the index if it is not ours: one a late write created after its collection's drop."""
+    client = opensearch_client()
+    if client.indices.exists(index=config.index_name) and not _is_ours(config):
+        client.indices.delete(index=config.index_name, ignore_unavailable=True)
+
+
+def _is_ours(config: CollectionConfig) -> bool:
+    meta = opensearch_client().indices.get_mapping(index=config.index_name).get(config.index_name, {})
+    return "situate" in meta.get("mappings", {}).get("_meta", {})
 
 
 def delete_index(config: CollectionConfig) -> None:
@@ -166,9 +190,24 @@ def is_transient(status: Any) -> bool:
     return not isinstance(status, int) or status in (0, 429) or status >= 500
 
 
-def _scan_ids(config: CollectionConfig, query: dict[str, Any]) -> list[str]:
-    return [h["_id"] for h in helpers.scan(opensearch_client(), index=config.index_name, query={"query": query},
-                                           _source=False, size=1000)]
+def _scan(config: CollectionConfig, query: dict[str, Any]) -> list[tuple[str, int, int]]:
+    """The hits' ids, each with the sequence number and primary term of the copy the search saw."""
+    return [(h["_id"], h["_seq_no"], h["_primary_term"])
+            for h in helpers.scan(opensearch_client(), index=config.index_name, query={"query": query},
+                                  _source=False, size=1000, seq_no_primary_term=True)]
+
+
+def _delete_seen(config: CollectionConfig, seen: list[tuple[str, int, int]]) -> int:
+    """Delete what a search saw, and only that: a search reads an index as of its last refresh,
+    and a chunk id is the same for the same content, so the copy seen may have been overwritten
+    since by a newer submission of that content. ``if_seq_no`` makes such a delete a conflict,
+    which is left alone, instead of deleting the new copy."""
+    if seen:
+        helpers.bulk(opensearch_client(), ({"_op_type": "delete", "_index": config.index_name, "_id": i,
+                                            "if_seq_no": seq_no, "if_primary_term": term}
+                                           for i, seq_no, term in seen),
+                     raise_on_error=False)
+    return len(seen)
 
 
 def _delete_ids(config: CollectionConfig, ids) -> int:
@@ -188,7 +227,7 @@ def delete_older(config: CollectionConfig, doc_id: str, seq: int, refresh_first:
     if refresh_first:
         refresh(config)
     query = {"bool": {"filter": [{"term": {"doc_id": doc_id}}, {"range": {"seq": {"lt": seq}}}]}}
-    return _delete_ids(config, _scan_ids(config, query))
+    return _delete_seen(config, _scan(config, query))
 
 
 def delete_version(config: CollectionConfig, doc_id: str, version: str, numbers: list[int]) -> int:
@@ -196,9 +235,14 @@ def delete_version(config: CollectionConfig, doc_id: str, version: str, numbers:
     return _delete_ids(config, (chunk_id(config.name, doc_id, version, n) for n in numbers))
 
 
-def delete_document(config: CollectionConfig, doc_id: str) -> int:
+def delete_document(config: CollectionConfig, doc_id: str, up_to_seq: int | None = None) -> int:
+    """Remove a document's chunks: all of them, or those of submission ``up_to_seq`` and older
+    (what a delete saw; a newer submission's chunks are not its to remove)."""
     refresh(config)
-    return _delete_ids(config, _scan_ids(config, {"term": {"doc_id": doc_id}}))
+    query: dict[str, Any] = {"term": {"doc_id": doc_id}}
+    if up_to_seq is not None:
+        query = {"bool": {"filter": [query, {"range": {"seq": {"lte": up_to_seq}}}]}}
+    return _delete_seen(config, _scan(config, query))
 
 
 def count(config: CollectionConfig, doc_id: str | None = None) -> int:

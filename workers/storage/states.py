@@ -74,6 +74,20 @@ redis.call('SADD', KEYS[3], ARGV[1])
 return {'queued', tostring(seq)}
 """
 
+# KEYS: doc hash, counts hash, docs set, the collection's seq counter. ARGV: doc_id, version, seq
+# seen, now. A retry of a failed version: queued again only if the document is still that failed
+# submission — never over a newer version submitted since. Returns {status, seq}.
+_RETRY = _MOVE + """
+local version, state, seq = unpack(redis.call('HMGET', KEYS[1], 'version', 'state', 'seq'))
+if state ~= 'failed' or version ~= ARGV[2] or (seq or '0') ~= ARGV[3] then
+  return {'changed', seq or '0'}
+end
+local new_seq = redis.call('INCR', KEYS[4])
+move(KEYS[1], KEYS[2], state, 'queued')
+redis.call('HSET', KEYS[1], 'state', 'queued', 'seq', new_seq, 'error', '', 'submitted', ARGV[4], 'updated', ARGV[4])
+return {'queued', tostring(new_seq)}
+"""
+
 # KEYS: doc hash, counts hash, docs set. ARGV: doc_id, reason. A document refused at submission.
 _REJECT = _MOVE + """
 local state = redis.call('HGET', KEYS[1], 'state')
@@ -83,10 +97,12 @@ redis.call('SADD', KEYS[3], ARGV[1])
 return 1
 """
 
-# KEYS: doc hash, counts hash, docs set. ARGV: doc_id. Returns the state it had, or false.
+# KEYS: doc hash, counts hash, docs set. ARGV: doc_id, and the seq the caller saw ("" for any).
+# Returns the state it had, or false (gone, or submitted again since the caller looked).
 _FORGET = _MOVE + """
-local state = redis.call('HGET', KEYS[1], 'state')
+local state, seq = unpack(redis.call('HMGET', KEYS[1], 'state', 'seq'))
 if not state then return false end
+if ARGV[2] ~= '' and (seq or '0') ~= ARGV[2] then return false end
 move(KEYS[1], KEYS[2], state, nil)
 redis.call('DEL', KEYS[1])
 redis.call('SREM', KEYS[3], ARGV[1])
@@ -129,7 +145,32 @@ def rejected(collection: str, doc_id: str, reason: str) -> None:
 
 def forget(collection: str, doc_id: str) -> str | None:
     """Remove a document's state (it was deleted); returns the state it had."""
-    return _run(_FORGET, _keys(collection, doc_id), [doc_id])
+    return _run(_FORGET, _keys(collection, doc_id), [doc_id, ""])
+
+
+def forget_if(collection: str, doc_id: str, seq: int) -> bool:
+    """Remove a document's state if it is still submission ``seq``: a delete removes what it saw."""
+    return bool(_run(_FORGET, _keys(collection, doc_id), [doc_id, str(seq)]))
+
+
+def retry(collection: str, doc_id: str, version: str, seq: int) -> tuple[bool, int]:
+    """Queue failed submission ``seq`` (at ``version``) again: (True, new seq); (False, seq now)
+    when the document has moved on since (a newer version, a retry already queued)."""
+    status, new_seq = _run(_RETRY, _keys(collection, doc_id) + [f"situate:seq:{collection}"],
+                           [doc_id, version, str(seq), f"{time.time():.3f}"])
+    return status == "queued", int(new_seq)
+
+
+LOCK_TIMEOUT_S = 60
+
+
+def document_lock(collection: str, doc_id: str):
+    """One producer at a time on a document's multi-step changes (submit: body then state;
+    delete: state, chunks, body). The body's key is the content's version, so without it a
+    delete racing a re-submission of the same content deletes the new body. A holder that dies
+    lets go after ``LOCK_TIMEOUT_S``."""
+    return redis_client().lock(f"situate:doclock:{collection}:{doc_id}", timeout=LOCK_TIMEOUT_S,
+                               blocking_timeout=LOCK_TIMEOUT_S)
 
 
 def get(collection: str, doc_id: str) -> dict[str, Any] | None:

@@ -1,0 +1,56 @@
+"""Fair shares between collections (``storage.fairqueue``): a 90-document backlog in one
+collection, on one worker with one process, and then a single document sent to another
+collection — which is indexed while most of the backlog still waits, not after all of it.
+A Redis of its own, so no other test's work is in the queues; the wait is printed at the end."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+from harness import RedisServer, Worker
+from tests.faults import figures
+from tests.support import use_services
+
+BACKLOG = 90
+
+
+def test_a_backlog_in_one_collection_does_not_hold_back_another(tmp_path):
+    from producers.submit import RawDocument, submit
+    from workers import lifecycle
+    from workers.storage import states
+
+    redis = RedisServer(tmp_path / "redis")
+    busy, quiet = f"t-busy-{uuid.uuid4().hex[:6]}", f"t-quiet-{uuid.uuid4().hex[:6]}"
+    try:
+        with use_services(redis_url=redis.url()):
+            worker = Worker(1, env={"SITUATE_REDIS_URL": redis.url()}, name=f"fair-{uuid.uuid4().hex[:6]}")
+            try:
+                busy_config = lifecycle.ensure(busy, contextualizer="none")
+                quiet_config = lifecycle.ensure(quiet, contextualizer="none")
+                started = time.monotonic()
+                submit(busy_config, [RawDocument(f"d{i}", f"Report {i}: otters counted along the coast, "
+                                                          f"sector {i}, morning and evening.", {})
+                                     for i in range(BACKLOG)])
+                sent = time.monotonic()
+                submit(quiet_config, [RawDocument("only", "A single note about sea lions on the pier.", {})])
+                deadline = sent + 300
+                while (states.get(quiet, "only") or {}).get("state") != states.INDEXED:
+                    assert time.monotonic() < deadline, "the quiet collection's document was never indexed"
+                    time.sleep(0.05)
+                waited = time.monotonic() - sent
+                ahead = states.counts(busy).get(states.INDEXED, 0)
+                while states.counts(busy).get(states.INDEXED, 0) < BACKLOG:
+                    assert time.monotonic() < deadline, "the backlog did not drain"
+                    time.sleep(0.2)
+                drained = time.monotonic() - started
+            finally:
+                worker.stop()
+                for name in (busy, quiet):
+                    lifecycle.delete(name)
+    finally:
+        redis.stop()
+    figures.note("fairness between collections",
+                 f"1 document sent to a second collection behind {BACKLOG} queued in another (1 worker process): "
+                 f"indexed after {waited:.1f} s, when {ahead} of the {BACKLOG} were; the {BACKLOG} took {drained:.1f} s")
+    assert ahead < BACKLOG / 2, f"{ahead} of the {BACKLOG} backlogged documents went first"

@@ -1,0 +1,169 @@
+"""Races read in the code, each forced to happen: a hook at the exact point between two steps
+runs the other party there (in a thread, as another producer or worker would), then the step
+goes on. Real Redis, OpenSearch and workers; only the moment is chosen.
+
+- a DELETE racing a re-submission of the same content;
+- a retry of a failed version racing a newer version;
+- an index task whose collection is dropped while it embeds;
+- a drop cut short by OpenSearch being down, finished by the next one."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from harness import free_port
+from tests.support import ingest, run_cli, use_services
+
+
+def wait_for(predicate, timeout: float = 60, step: float = 0.2):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(step)
+
+
+def in_a_thread(work) -> threading.Thread:
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    thread.join(timeout=3)  # the other party gets its chance; under a lock it waits instead
+    return thread
+
+
+def test_a_delete_racing_a_resubmission_of_the_same_content_keeps_the_new_one(worker, collection_name, monkeypatch):
+    from producers.submit import RawDocument, submit_one
+    from workers import lifecycle
+    from workers.storage import chunk_index, states
+
+    text = "Otters keep a favourite stone in a pocket of loose skin under each forearm."
+    assert ingest(collection_name, [{"id": "d", "text": text}], contextualizer="none")["d"]["state"] == "indexed"
+    config = lifecycle.ensure(collection_name)
+    real = chunk_index.delete_document
+    threads = []
+
+    def racing(*args, **kwargs):  # the same content submitted again, between the state and the chunks
+        monkeypatch.setattr(chunk_index, "delete_document", real)
+        threads.append(in_a_thread(lambda: submit_one(config, RawDocument("d", text, {}))))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(chunk_index, "delete_document", racing)
+    assert lifecycle.delete_document(collection_name, "d")
+    threads[0].join(timeout=60)
+    final = wait_for(lambda: (d := states.get(collection_name, "d")) and d["state"] in ("indexed", "failed") and d)
+    assert final and final["state"] == "indexed", f"the re-submission was lost: {final}"
+    chunk_index.refresh(config)
+    assert chunk_index.count(config, "d") == final["chunks"] > 0, "the new submission's chunks were deleted"
+
+
+def test_a_retry_never_replaces_a_newer_version(worker, collection_name, monkeypatch):
+    from producers import submit
+    from producers.submit import RawDocument, retry_failed, submit_one
+    from workers import lifecycle
+    from workers.documents import content_version, metadata_hash
+    from workers.storage import states
+    from workers.storage.bodies import body_store
+
+    config = lifecycle.ensure(collection_name, contextualizer="none")
+    old_text, new_text = "The old text of the otter guide.", "The new text of the otter guide, revised."
+    v1 = content_version(old_text)
+    # v1 failed (recorded by hand: no worker must take it before the race is set up)
+    body_store().put(collection_name, "d", v1, {"text": old_text, "metadata": {}, "chunks": None})
+    states.submit(collection_name, "d", v1, metadata_hash({}), 3600)
+    states.set_state(collection_name, "d", v1, states.FAILED, error="a failure, for the test")
+
+    class RacingStore:  # a newer version arrives while the retry looks at the failed one
+        def __init__(self, inner):
+            self.inner, self.raced = inner, False
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+        def get(self, *args):
+            if not self.raced:
+                self.raced = True
+                self.thread = in_a_thread(lambda: submit_one(config, RawDocument("d", new_text, {})))
+            return self.inner.get(*args)
+
+    store = RacingStore(body_store())
+    monkeypatch.setattr(submit, "body_store", lambda: store)
+    retry_failed(config, ["d"])
+    monkeypatch.undo()
+    store.thread.join(timeout=60)
+    assert states.get(collection_name, "d")["version"] == content_version(new_text), "the retry replaced v2 by v1"
+    final = wait_for(lambda: (d := states.get(collection_name, "d")) and d["state"] == "indexed" and d)
+    assert final and final["version"] == content_version(new_text)
+
+
+def test_an_index_task_whose_collection_is_dropped_meanwhile_writes_nothing(collection_name, monkeypatch):
+    from workers import lifecycle
+    from workers.chunking import split
+    from workers.connections import opensearch_client
+    from workers.contextualizers.base import Context
+    from workers.documents import content_version, metadata_hash
+    from workers.pipeline import tasks
+    from workers.storage import checkpoints, states
+    from workers.storage.bodies import body_store
+
+    config = lifecycle.ensure(collection_name, contextualizer="none")
+    text = "Sea otters have the densest fur of any animal: about a million hairs per square inch."
+    version = content_version(text)
+    # A document situated and waiting to be indexed, as the stages before would leave it.
+    body_store().put(collection_name, "d", version, {"text": text, "metadata": {}, "chunks": None})
+    states.submit(collection_name, "d", version, metadata_hash({}), 3600)
+    chunks = split(text, "text", 300, 0)
+    checkpoints.save_chunks(collection_name, "d", version, chunks, "text", {})
+    for c in chunks:
+        checkpoints.save_context(collection_name, "d", version, c.n, Context("").to_json())
+    checkpoints.flush(collection_name, "d", version)
+    states.set_state(collection_name, "d", version, states.CHUNKED, chunks_total=len(chunks))
+    states.set_state(collection_name, "d", version, states.SITUATED)
+
+    class DroppingEmbedder:  # the collection is dropped while the task embeds
+        def embed_documents(self, texts):
+            lifecycle.delete(collection_name)
+            return [[1.0] + [0.0] * 383 for _ in texts]
+
+    monkeypatch.setattr(tasks.embedders, "get", lambda *a: DroppingEmbedder())
+    tasks.index.run(collection_name, "d", version)
+    assert not opensearch_client().indices.exists(index=config.index_name), \
+        "the index task brought the dropped collection's index back"
+
+
+def test_a_drop_cut_short_by_opensearch_is_finished_by_the_next(worker, collection_name):
+    from harness import Api
+    import httpx
+
+    from workers import lifecycle
+    from workers.connections import opensearch_client
+    from workers.storage import catalog, states
+    from workers.storage.catalog import Conflict, NoSuchCollection
+
+    assert ingest(collection_name, [{"id": "a", "text": "Otters float on their backs."}],
+                  contextualizer="none")["a"]["state"] == "indexed"
+    index = catalog.load(collection_name).index_name
+    dead = f"http://127.0.0.1:{free_port()}"
+    api = Api(env={"SITUATE_API_TOKEN": "drop-admin", "SITUATE_OPENSEARCH_URL": dead})
+    try:
+        r = httpx.delete(f"{api.url}/v1/collections/{collection_name}", headers={"Authorization": "Bearer drop-admin"},
+                         timeout=120)
+        assert r.status_code == 503 and "again" in r.json()["detail"]
+    finally:
+        api.stop()
+    # Cut short: gone from the catalog (nothing new reaches it), not re-creatable, the rest still there.
+    assert not catalog.exists(collection_name) and catalog.dropping(collection_name) is not None
+    assert opensearch_client().indices.exists(index=index) and states.counts(collection_name)
+    with pytest.raises(Conflict):
+        lifecycle.ensure(collection_name, contextualizer="none")
+    with use_services(opensearch_url=dead):  # and again with OpenSearch down: still resumable
+        with pytest.raises(Exception):
+            lifecycle.delete(collection_name)
+    result = run_cli("drop", "-c", collection_name, "--yes")
+    assert result.returncode == 0, result.stderr
+    assert not opensearch_client().indices.exists(index=index)
+    assert catalog.dropping(collection_name) is None and not states.counts(collection_name)
+    with pytest.raises(NoSuchCollection):
+        lifecycle.delete(collection_name)

@@ -1,0 +1,103 @@
+"""Fair shares between collections: work waits in one line per collection, and is let into
+Celery's queues round robin, a few messages ahead of the workers.
+
+Celery's queues on Redis are FIFO lists. Sent straight to them, a 10,000-document backlog in one
+collection holds every other collection's single document behind it, in each stage. So each
+stage's work is *parked* here first — a line per (queue, collection), and a ring of the
+collections with work waiting — and *admitted* into the queue proper only while it holds fewer
+than ``SITUATE_QUEUE_AHEAD`` messages not yet taken by a worker: one from each collection in
+turn. A document sent to an idle collection then waits behind at most that many messages per
+stage, however long the others' lines are.
+
+Admission runs after each task a worker finishes, on each worker heartbeat, and right after
+each park (``pipeline.fair``). An admitted entry is recorded as *sending* until a worker has
+*received* its message (``delivery.GuardedRequest`` confirms it: Kombu has it in its ``unacked``
+hash by then, and gives it back if that worker dies). An entry not confirmed within the stale
+time is parked again, at the front: a sender that died before sending, or a message Kombu lost
+— its Redis transport pops a message with BRPOP before recording it as unacknowledged, so a
+connection that dies in between (a Redis restart) loses it (celery/kombu#1733). Sent twice at
+worst, which the pipeline's leases and states make harmless.
+
+The trade-off: the queue's priorities (big documents first) now order only the few messages
+admitted, and an operator's queue depth counts parked work separately (``parked``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from workers.connections import redis_client
+from workers.storage.scripts import script
+
+PREFIX = "situate:fair:"
+SENDING, SENDING_DATA = PREFIX + "sending", PREFIX + "sending:data"
+
+
+def _line(queue: str, collection: str) -> str:
+    return f"{PREFIX}{queue}:c:{collection}"
+
+
+def _ring(queue: str) -> str:
+    return f"{PREFIX}{queue}:ring"
+
+
+def park(queue: str, collection: str, entry: dict[str, Any], front: bool = False) -> None:
+    """Put ``entry`` (it carries its ``id``) in ``collection``'s line for ``queue``; ``front``:
+    ahead of that collection's other work (a big document's slices, after its warm-up call)."""
+    raw = json.dumps({**entry, "queue": queue, "collection": collection})
+    script("fair_park")(keys=[_line(queue, collection), _ring(queue)], args=[raw, collection, "1" if front else "0"])
+
+
+def admit(queues: dict[str, list[str]], ahead: int, stale_s: float) -> list[dict[str, Any]]:
+    """Admit work into each queue (name -> its Kombu lists) until it holds ``ahead`` messages;
+    the entries to send now, each ``confirm``-ed by the worker that receives it (or parked again
+    after ``stale_s``)."""
+    args: list[Any] = [f"{time.time():.3f}", stale_s, ahead, PREFIX]
+    for queue, lists in queues.items():
+        args += [queue, len(lists), *lists]
+    return [json.loads(raw) for raw in script("fair_admit")(keys=[SENDING, SENDING_DATA], args=args)]
+
+
+def confirm(ids: list[str]) -> None:
+    if ids:
+        pipe = redis_client().pipeline(transaction=False)
+        pipe.zrem(SENDING, *ids)
+        pipe.hdel(SENDING_DATA, *ids)
+        pipe.execute()
+
+
+def parked(queues: list[str], now: float | None = None) -> dict[str, dict[str, Any]]:
+    """Per queue: work parked in total, per collection, and the oldest entry's age."""
+    r, now = redis_client(), now or time.time()
+    out = {}
+    for queue in queues:
+        collections = r.lrange(_ring(queue), 0, -1)
+        pipe = r.pipeline(transaction=False)
+        for c in collections:
+            pipe.llen(_line(queue, c))
+            pipe.lindex(_line(queue, c), 0)
+        replies = pipe.execute()
+        by_collection, oldest = {}, None
+        for c, n, head in zip(collections, replies[::2], replies[1::2]):
+            by_collection[c] = n
+            if head:
+                at = json.loads(head).get("at")
+                if isinstance(at, (int, float)):
+                    oldest = max(oldest or 0.0, now - at)
+        out[queue] = {"parked": sum(by_collection.values()), "by_collection": by_collection, "oldest_s": oldest}
+    return out
+
+
+def forget_collection(collection: str) -> None:
+    """A dropped collection's parked work goes with it."""
+    r = redis_client()
+    for ring in r.scan_iter(f"{PREFIX}*:ring", count=1000):
+        if ":c:" in ring:  # a line of a collection named "ring", not a ring
+            continue
+        r.lrem(ring, 0, collection)
+        r.delete(_line(ring[len(PREFIX):-len(":ring")], collection))
+    doomed = [i for i, raw in r.hscan_iter(SENDING_DATA) if json.loads(raw).get("collection") == collection]
+    if doomed:
+        confirm(doomed)

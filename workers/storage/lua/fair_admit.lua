@@ -1,0 +1,47 @@
+-- Let parked work into Celery's queues, one collection at a time, round robin (storage/fairqueue.py).
+-- KEYS[1]: the sending zset (id -> when admitted), KEYS[2]: the sending hash (id -> entry).
+-- ARGV[1]: now, ARGV[2]: after how long an admission never confirmed is parked again,
+-- ARGV[3]: how many messages each queue may hold ahead of its workers, ARGV[4]: the key prefix,
+-- then per queue: its name, the number of its Kombu lists, and their names.
+-- Returns the admitted entries; the caller sends each, then confirms it.
+local now, stale, bound, prefix = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+
+local function park_again(raw)
+  local e = cjson.decode(raw)
+  local line = prefix .. e.queue .. ':c:' .. e.collection
+  if redis.call('LPUSH', line, raw) == 1 then redis.call('RPUSH', prefix .. e.queue .. ':ring', e.collection) end
+end
+
+-- A sender that died between admitting and sending: its entries go back to the front of their lines.
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now - stale, 'LIMIT', 0, 100)) do
+  local raw = redis.call('HGET', KEYS[2], id)
+  redis.call('ZREM', KEYS[1], id)
+  redis.call('HDEL', KEYS[2], id)
+  if raw then park_again(raw) end
+end
+
+local out = {}
+local i = 5
+while i <= #ARGV do
+  local queue, lists = ARGV[i], tonumber(ARGV[i + 1])
+  local depth = 0
+  for j = i + 2, i + 1 + lists do depth = depth + redis.call('LLEN', ARGV[j]) end
+  i = i + 2 + lists
+  local room = bound - depth
+  local ring = prefix .. queue .. ':ring'
+  while room > 0 do
+    local collection = redis.call('LMOVE', ring, ring, 'LEFT', 'RIGHT')
+    if not collection then break end
+    local line = prefix .. queue .. ':c:' .. collection
+    local raw = redis.call('LPOP', line)
+    if redis.call('LLEN', line) == 0 then redis.call('LREM', ring, 0, collection) end
+    if raw then
+      local id = cjson.decode(raw).id
+      redis.call('ZADD', KEYS[1], now, id)
+      redis.call('HSET', KEYS[2], id, raw)
+      out[#out + 1] = raw
+      room = room - 1
+    end
+  end
+end
+return out
