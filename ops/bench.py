@@ -6,6 +6,8 @@ with, measured in the same run on the same machine.
     situate   cache reads, cost, scaling and rate limits against the stand-in LLM (bench_situate)
     memory    Redis memory through a 10,000-document run                 (bench_memory)
     corpora   the offline defaults against plain chunks on every public corpus (bench_corpora)
+    llm-cost  Claude's bill per million document tokens, cookbook and FinanceBench (bench_llm_cost)
+    extractors  PDF libraries on the filings: pages/s, and plain BM25 page@10 of their text (bench_extractors)
     scale     100,000 chunks: throughput, memory, index, search at 1k/10k/100k; 1-8 workers (bench_scale)
 """
 
@@ -22,6 +24,8 @@ os.environ.setdefault("SITUATE_ALLOWED_EMBEDDERS", "*")
 os.environ.setdefault("SITUATE_ALLOWED_RERANKERS", "*")
 
 import bench_corpora  # noqa: E402
+import bench_extractors  # noqa: E402
+import bench_llm_cost  # noqa: E402
 import bench_memory  # noqa: E402
 import bench_retrieval  # noqa: E402
 import bench_scale  # noqa: E402
@@ -49,7 +53,13 @@ def main() -> None:
     c = sub.add_parser("corpora")
     c.add_argument("--report", default=str(Path(__file__).resolve().parents[1] / ".services" / "report-corpora"))
     c.add_argument("--prefix", default="bench-", help="collection names' prefix (they are dropped and rebuilt)")
+    c.add_argument("--only", default="", help="comma-separated corpora (default: all of them)")
     c.set_defaults(fn=bench_corpora.bench_corpora)
+    lc = sub.add_parser("llm-cost")
+    lc.add_argument("--only", default="", help="cookbook, financebench (default: both)")
+    lc.set_defaults(fn=bench_llm_cost.bench_llm_cost)
+    ex = sub.add_parser("extractors")
+    ex.set_defaults(fn=bench_extractors.bench_extractors)
     sc = sub.add_parser("scale")
     sc.add_argument("--chunks", type=int, default=100_000)
     sc.add_argument("--keep", action="store_true", help="keep the collection (default: dropped)")

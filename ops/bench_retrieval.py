@@ -84,7 +84,7 @@ def bench_search(args) -> None:
                     name, _, duration = item.strip().partition(";dur=")
                     if duration:
                         parts.setdefault(name, []).append(float(duration))
-                return [Retrieved(h["doc_id"], h["chunk"], h["text"]) for h in r.json()["hits"]]
+                return [Retrieved(h["doc_id"], h["chunk"], h["text"], h.get("pages")) for h in r.json()["hits"]]
             run(queries[0].query, 20)  # warm-up: loads the query embedder in the API process
             parts.clear()
             result = evaluate(queries, run)

@@ -8,7 +8,11 @@ the caching rules that matter (as the providers document them):
 - an entry becomes visible only when the response that writes it *starts* (after its time to
   first byte): calls sent together before that each pay a full write;
 - entries live ``ttl_s`` (300 s), refreshed on every hit;
-- prefixes under the model's minimum (``workers/models.py``) are never cached: both counters 0;
+- prefixes under the model's minimum are never cached: both counters 0. The minimum is the
+  provider's (``API_CACHE_MINIMUM``, from the sources), not our table's: a wrong table entry then
+  shows as calls that cache nothing, as it would against the real API;
+- with several breakpoints, the longest prefix already cached (at a breakpoint) is read and
+  only the rest, up to the last breakpoint, written;
 - usage fields as the real APIs name them; cache reads don't count toward input-token limits;
 - token buckets per model for requests / input / output tokens per minute: 429 with
   ``retry-after``; injected 529 ``overloaded_error`` with probability ``p_529``;
@@ -44,14 +48,13 @@ from fastapi import FastAPI, Request  # noqa: E402
 from fastapi.responses import JSONResponse, StreamingResponse  # noqa: E402
 
 from workers import models  # noqa: E402
+
 import standin_batches  # noqa: E402
+import standin_cache  # noqa: E402
 import standin_vectors  # noqa: E402
 
-_TOKEN = re.compile(r"\w+|[^\w\s]")
-
-
-def count_tokens(text: str) -> int:
-    return len(_TOKEN.findall(text))
+_TOKEN = standin_cache.TOKEN
+count_tokens = standin_cache.count_tokens
 
 
 @dataclass
@@ -114,29 +117,10 @@ class StandIn:
         self.paid: dict[str, int] = {}  # answers billed, per prompt: a prompt billed twice was paid twice
         self.spans: list[list[float]] = []  # [start, end] wall-clock of each call (end 0 while in flight)
 
-    # -- caching -------------------------------------------------------------------------------
+    # -- caching (standin_cache) -----------------------------------------------------------------
     def plan(self, model: str, blocks: list[tuple[str, bool]], ttl_s: float) -> dict[str, int]:
-        """blocks: (text, breakpoint after it). Decide what is read, written, or plain input."""
-        spec = models.get(model)
-        now = time.monotonic()
-        last_bp = max((i for i, (_, bp) in enumerate(blocks) if bp), default=-1)
-        self.stats["breakpoints"] += last_bp >= 0
-        prefix = "".join(t for t, _ in blocks[: last_bp + 1])
-        rest = "".join(t for t, _ in blocks[last_bp + 1:])
-        prefix_tokens, rest_tokens = count_tokens(prefix), count_tokens(rest)
-        usage = {"input_tokens": rest_tokens, "cache_write_tokens": 0, "cache_read_tokens": 0}
-        if last_bp < 0 or prefix_tokens < spec.min_cacheable_tokens:
-            usage["input_tokens"] += prefix_tokens
-            return usage
-        key = hashlib.sha256(f"{spec.id}\x00{ttl_s}\x00{prefix}".encode()).hexdigest()
-        entry = self.cache.get(key)
-        if entry and entry["visible_at"] <= now < entry["expires_at"]:
-            usage["cache_read_tokens"] = prefix_tokens
-            entry["expires_at"] = now + ttl_s  # refreshed on each hit
-        else:
-            usage["cache_write_tokens"] = prefix_tokens
-            usage["_key"] = key  # type: ignore[assignment]
-        return usage
+        self.stats["breakpoints"] += any(bp for _, bp in blocks)
+        return standin_cache.plan(self.cache, models.get(model), blocks, ttl_s)
 
     def ttfb(self, usage: dict[str, int]) -> float:
         c = self.config
@@ -144,11 +128,7 @@ class StandIn:
         return c.base_latency_s + uncached / 1000 * c.uncached_s_per_ktok + usage["cache_read_tokens"] / 1000 * c.read_s_per_ktok
 
     def commit_write(self, usage: dict[str, Any], visible_at: float, ttl_s: float) -> None:
-        key = usage.pop("_key", None)
-        if key:
-            old = self.cache.get(key)
-            if not old or old["expires_at"] <= time.monotonic():
-                self.cache[key] = {"visible_at": visible_at, "expires_at": visible_at + ttl_s}
+        standin_cache.commit(self.cache, usage, visible_at, ttl_s)
 
     # -- limits --------------------------------------------------------------------------------
     def admit(self, model: str, usage: dict[str, int], max_tokens: int) -> float:
@@ -276,7 +256,7 @@ def make_app(standin: StandIn) -> FastAPI:
         wait = standin.admit(model, u, max_tokens)
         if wait > 0:
             standin.stats["http_429"] += 1
-            u.pop("_key", None)
+            u.pop("_keys", None)
             return None, ("http_429", wait)
         return u, None
 

@@ -184,6 +184,9 @@ class HitOut(BaseModel):
     text: str
     context: str
     metadata: dict[str, Any]
+    pages: list[int] | None = Field(None, description="[first, last] page (1-based), for paged documents.")
+    section: str | None = Field(None, description="The heading path the chunk starts under.")
+    title: str | None = Field(None, description="The document's title.")
 
 
 class SearchOut(BaseModel):
@@ -291,6 +294,79 @@ async def add_documents(collection: str, request: Request,
     if len(items) > limit:
         raise HTTPException(413, f"{len(items):,} documents in one request, over {limit:,} "
                                  "(SITUATE_MAX_BATCH_DOCUMENTS): send them in several")
+    config = await _writable(collection, principal)
+    results = await run_in_threadpool(submit, config, [_raw_document(i, item) for i, item in enumerate(items)])
+    return {"documents": [{"doc_id": r.doc_id, "state": r.state, "version": r.version, "error": r.error}
+                          for r in results]}
+
+
+FILE_FIELDS = 8  # besides the files: id, metadata
+
+
+@app.post("/v1/collections/{collection}/files", status_code=202, openapi_extra={"requestBody": {"content": {
+    "multipart/form-data": {"schema": {"type": "object", "properties": {
+        "file": {"type": "array", "items": {"type": "string", "format": "binary"}},
+        "id": {"type": "string", "description": "The document id (one file; default: its file name)."},
+        "metadata": {"type": "string", "description": "A JSON object, for every file of the request."}}}},
+    "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}})
+async def add_files(collection: str, request: Request, id: str | None = None, metadata: str | None = None,
+                    principal: auth.Principal = Depends(allowed("write"))) -> dict[str, Any]:
+    """Upload files as they are — PDF, DOCX, PPTX, XLSX, CSV, HTML, text — to be extracted by the
+    workers: multipart (``file`` fields; ``id`` for a single file, ``metadata`` as JSON), or one
+    file as the raw body with its ``Content-Type`` (``?id=`` names it, ``?metadata=`` as JSON).
+    Each file fails alone with its reason (an unsupported format, over the size limit)."""
+    config = await _writable(collection, principal)
+    limit = get_settings().max_document_bytes
+    media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if media == "multipart/form-data":
+        form = await request.form(max_files=get_settings().max_batch_documents, max_fields=FILE_FIELDS)
+        try:
+            uploads = [f for f in form.getlist("file") if not isinstance(f, str)]
+            if not uploads:
+                raise HTTPException(422, "no file: send each one as a 'file' field")
+            if form.get("id") and len(uploads) > 1:
+                raise HTTPException(422, "'id' names a single file; send one file per request, or none")
+            meta = _metadata(form.get("metadata") if isinstance(form.get("metadata"), str) else None)
+            raws = []
+            for upload in uploads:
+                name = upload.filename or ""
+                doc_id = str(form.get("id") or name)
+                data = await upload.read(limit + 1)
+                raws.append(_file_document(doc_id, name, data, upload.content_type, meta, limit))
+        finally:
+            await form.close()
+    else:
+        if not id:
+            raise HTTPException(422, "name the document: ?id=... (or send multipart/form-data with a 'file' field)")
+        data = bytes(await http_guard.read_body(request))
+        raws = [_file_document(id, id, data, media or None, _metadata(metadata), limit)]
+    results = await run_in_threadpool(submit, config, raws)
+    return {"documents": [{"doc_id": r.doc_id, "state": r.state, "version": r.version, "error": r.error}
+                          for r in results]}
+
+
+def _metadata(raw: str | None) -> dict[str, Any]:
+    if not raw:
+        return {}
+    value = http_guard.parse_json(raw.encode())
+    if not isinstance(value, dict):
+        raise HTTPException(422, "metadata must be a JSON object")
+    return value
+
+
+def _file_document(doc_id: str, name: str, data: bytes, media_type: str | None, metadata: dict[str, Any],
+                   limit: int) -> RawDocument:
+    if not doc_id:
+        return RawDocument("#file", None, error="a file without a name: give it an id")
+    if len(data) > limit:
+        return RawDocument(doc_id, None, error=f"file is over the limit of {limit:,} bytes (SITUATE_MAX_DOCUMENT_BYTES)")
+    return RawDocument(doc_id, data, {"path": name, **metadata} if name else dict(metadata), name=name,
+                       media_type=media_type)
+
+
+async def _writable(collection: str, principal: auth.Principal):
+    """The collection to submit to (created with the server's defaults, by an admin only), if
+    Redis has room."""
     config = catalog.find(catalog.validate_name(collection))
     if config is None:
         if not principal.allows(collection, "admin"):
@@ -299,9 +375,7 @@ async def add_documents(collection: str, request: Request,
     if capacity.too_full():
         raise HTTPException(503, "Redis is near its memory limit; the workers are draining it: retry later",
                             headers={"Retry-After": "30"})
-    results = await run_in_threadpool(submit, config, [_raw_document(i, item) for i, item in enumerate(items)])
-    return {"documents": [{"doc_id": r.doc_id, "state": r.state, "version": r.version, "error": r.error}
-                          for r in results]}
+    return config
 
 
 @app.get("/v1/collections/{collection}/documents/{doc_id:path}", dependencies=[Depends(allowed("read"))])
@@ -341,4 +415,4 @@ async def search_collection(collection: str, response: Response,
         raise HTTPException(422, str(e)) from None
     response.headers["Server-Timing"] = ", ".join(f"{name};dur={ms:.1f}" for name, ms in timings.items())
     return SearchOut(hits=[HitOut(doc_id=h.doc_id, chunk=h.chunk, score=h.score, text=h.text, context=h.context,
-                                  metadata=h.metadata) for h in hits])
+                                  metadata=h.metadata, pages=h.pages, section=h.section, title=h.title) for h in hits])

@@ -3,13 +3,16 @@
     from producers.client import SituateClient
     with SituateClient("http://127.0.0.1:8000", token="...") as c:
         c.add_documents("docs", [{"id": "a", "text": "..."}])
+        c.add_file("docs", "reports/3M_2018_10K.pdf")
         c.wait("docs", ["a"])
         hits = c.search("docs", "what is a?", k=5)
 """
 
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -54,6 +57,16 @@ class SituateClient:
     def add_documents(self, collection: str, documents: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Each document: ``{"id", "text", "metadata"?, "chunks"?}``. Returns one entry per document."""
         return self._call("POST", f"/v1/collections/{collection}/documents", json={"documents": documents})["documents"]
+
+    def add_file(self, collection: str, path: str | Path, doc_id: str | None = None,
+                 metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Upload a file as it is (PDF, DOCX, PPTX, XLSX, CSV, HTML, text): the workers extract it.
+        Its id is ``doc_id``, or the file's name. Returns its entry (state, version, error)."""
+        path = Path(path)
+        data = {"id": doc_id or path.name, **({"metadata": json.dumps(metadata)} if metadata else {})}
+        # Read once: a 503 (Redis draining) sends it again, which a half-read file could not.
+        return self._call("POST", f"/v1/collections/{collection}/files", data=data,
+                          files={"file": (path.name, path.read_bytes())})["documents"][0]
 
     def get_document(self, collection: str, doc_id: str) -> dict[str, Any]:
         return self._call("GET", f"/v1/collections/{collection}/documents/{quote(doc_id)}")

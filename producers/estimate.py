@@ -11,6 +11,11 @@ what past calls to the model measured (``metrics``): the collection's own when i
 (adding documents to it), else the deployment's; else the model table's figure and a default:
 the first estimate is a guess, the next ones are calibrated.
 
+A file to extract (a PDF) is extracted as a worker would, in a sandboxed child process under the
+same limits: the estimate must see its pages and sections to plan its windows. A long document's
+prompts share two cached blocks, its opening and the window a chunk is in: the estimate counts a
+write for each block the first time a call needs it, and a read after.
+
 The time is what the rate limits allow at best (calls, uncached input + writes, output per
 minute: reads do not count), not what the workers' number allows: add workers until it binds.
 Tokens are estimated from characters (``models.estimate_tokens``); the provider's count may
@@ -22,12 +27,16 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable
 
-from producers.submit import validate
-from workers import models
+import hashlib
+
+from producers.submit import Original, validate
+from workers import layout, models
 from workers.documents import BadDocument
 from workers.chunking import guess_language, locate, split
 from workers.contextualizers import registry
 from workers.contextualizers.base import SourceDocument
+from workers.extraction import sandbox
+from workers.extraction.document import Extracted, ExtractionError
 from workers.settings import get_settings
 from workers.storage.catalog import CollectionConfig
 
@@ -42,6 +51,9 @@ class Estimate:
     documents: int = 0
     failing: int = 0  # would fail at chunking (empty, no text)
     chunks: int = 0
+    document_tokens: int = 0
+    long_documents: int = 0  # read as their opening and section windows (contextualizers.windows)
+    windows: int = 0
     calls: int = 0
     input_tokens: int = 0
     cache_write_tokens: int = 0
@@ -58,12 +70,18 @@ class Estimate:
     limits: dict[str, int] = field(default_factory=dict)
 
     @property
+    def cost_per_million_document_tokens(self) -> float | None:
+        return self.cost_usd / self.document_tokens * 1e6 if self.document_tokens else None
+
+    @property
     def cache_read_ratio(self) -> float:
         total = self.input_tokens + self.cache_write_tokens + self.cache_read_tokens
         return self.cache_read_tokens / total if total else 0.0
 
     def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "cache_read_ratio": round(self.cache_read_ratio, 4)}
+        per_million = self.cost_per_million_document_tokens
+        return {**asdict(self), "cache_read_ratio": round(self.cache_read_ratio, 4),
+                "cost_per_million_document_tokens": round(per_million, 4) if per_million is not None else None}
 
 
 class _NoProvider:
@@ -78,6 +96,16 @@ def chunks_of(config: CollectionConfig, text: str, metadata: dict, given: list |
     if given is not None:
         return locate(text, [(c.n, c.text) for c in given]), language
     return split(text, language, config.chunk_tokens, config.chunk_overlap), language
+
+
+def _extracted(raw, original: Original) -> Extracted:
+    """A file as the chunk stage would see it (``tasks._extract``, the same limits)."""
+    from workers.pipeline.tasks import extraction_limits
+
+    try:
+        return sandbox.extract(original.data, original.media_type, raw.name or raw.doc_id, extraction_limits())
+    except ExtractionError as e:
+        raise BadDocument(str(e)) from None
 
 
 def estimate(config: CollectionConfig, documents: Iterable) -> Estimate:
@@ -100,7 +128,11 @@ def estimate(config: CollectionConfig, documents: Iterable) -> Estimate:
         result.documents += 1
         try:  # what submit would refuse, and what the chunk stage would fail
             text, given = validate(raw, s.max_document_bytes)
-            chunks, language = chunks_of(config, text, raw.metadata or {}, given)
+            if isinstance(text, Original):
+                extracted = _extracted(raw, text)
+                text, chunks, language = extracted.text, layout.chunks_of(extracted, config.chunk_tokens), "text"
+            else:
+                chunks, language = chunks_of(config, text, raw.metadata or {}, given)
         except BadDocument:
             chunks = []
         if not chunks:
@@ -110,20 +142,31 @@ def estimate(config: CollectionConfig, documents: Iterable) -> Estimate:
         if not llm:
             continue
         doc = SourceDocument(config.name, raw.doc_id, "estimate", text, language, raw.metadata or {}, chunks)
+        result.document_tokens += models.estimate_tokens(text, spec)
         long_doc = models.estimate_tokens(text, spec) > s.llm_max_document_tokens
-        written = False
+        if long_doc:
+            result.long_documents += 1
+            result.windows += len(planner.plan(doc).windows)
+        written: set[str] = set()  # the cached prefixes (ending at a breakpoint) written so far
         for chunk in chunks:
             prompt = planner._prompt(doc, chunk, long_doc)
-            block = round(len(prompt.cached) / result.block_chars_per_token) if prompt.cached else 0
-            rest = max(1, round(len(prompt.instruction + (prompt.preceding or "")) / result.rest_chars_per_token))
+            blocks = [round(len(t) / result.block_chars_per_token) for t, _ in prompt.blocks()]
+            block = sum(blocks)
+            rest = max(1, round(len(prompt.instruction) / result.rest_chars_per_token))
             cacheable = prompt.cache and block >= spec.min_cacheable_tokens
             call = {"input": rest, "write": 0, "read": 0}
             if not cacheable:
                 call["input"] += block
-            elif not written:
-                call["write"], written = block, True
-            else:
-                call["read"] = block
+            else:  # the longest prefix written before is read, the rest written
+                prefix = hashlib.sha256()
+                for (t, _), tokens in zip(prompt.blocks(), blocks):
+                    prefix.update(t.encode())
+                    key = prefix.hexdigest()
+                    if key in written and call["write"] == 0:
+                        call["read"] += tokens
+                    else:
+                        call["write"] += tokens
+                        written.add(key)
             result.calls += 1
             result.input_tokens += call["input"]
             result.cache_write_tokens += call["write"]

@@ -8,9 +8,14 @@ Metrics, for k = 5, 10, 20 (each query is searched once, at the largest k):
   chunk weighs the same, so queries with many labels count more than in Pass@k.
 - MRR@10: the mean of 1 / rank of the first golden chunk in the top 10 (0 if none).
 
-Labels are either chunk ids ``{"doc_id", "chunk"}`` (the cookbook's) or passages
-``{"doc_id", "text"}``: a passage is found by a hit of the same document that contains at
-least ``TEXT_MATCH`` of the passage's words, so users' labels survive a change of chunker.
+Labels are chunk ids ``{"doc_id", "chunk"}`` (the cookbook's), passages ``{"doc_id", "text"}``
+— found by a hit of the same document that contains at least ``TEXT_MATCH`` of the passage's
+words, so users' labels survive a change of chunker — or pages ``{"doc_id", "page"}`` (1-based,
+FinanceBench's): found by a hit of that document whose pages include it. Two more rates, for
+every query set and printed for page labels (FinanceBench's metrics):
+
+- page@k (``hit_at``): the share of queries with at least one golden label in the top k;
+- doc@k: the share of queries with a hit from a golden document in the top k.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ class Gold:
     doc_id: str
     chunk: int | None = None
     text: str | None = None
+    page: int | None = None
 
     def words(self) -> set[str]:
         return set(_WORDS.findall((self.text or "").lower()))
@@ -53,6 +59,7 @@ class Retrieved:
     doc_id: str
     chunk: int
     text: str = ""
+    pages: list[int] | None = None  # [first, last]
 
 
 @dataclass
@@ -65,13 +72,19 @@ class EvalResult:
     latency_ms_p50: float
     latency_ms_p95: float
     per_query: list[dict[str, Any]] = field(default_factory=list)
+    hit_at: dict[int, float] = field(default_factory=dict)  # page@k for page labels
+    doc_at: dict[int, float] = field(default_factory=dict)
+    pages: bool = False  # the labels are pages
 
     def summary(self) -> dict[str, Any]:
-        return {"config": self.label, "queries": self.queries,
-                **{f"pass@{k}": round(self.pass_at[k], 2) for k in KS},
-                **{f"recall@{k}": round(self.recall_at[k], 2) for k in KS},
-                f"mrr@{MRR_K}": round(self.mrr, 4),
-                "latency_ms_p50": round(self.latency_ms_p50, 1), "latency_ms_p95": round(self.latency_ms_p95, 1)}
+        out = {"config": self.label, "queries": self.queries,
+               **{f"pass@{k}": round(self.pass_at[k], 2) for k in KS},
+               **{f"recall@{k}": round(self.recall_at[k], 2) for k in KS},
+               f"mrr@{MRR_K}": round(self.mrr, 4),
+               "latency_ms_p50": round(self.latency_ms_p50, 1), "latency_ms_p95": round(self.latency_ms_p95, 1)}
+        out.update({f"{'page' if self.pages else 'hit'}@{k}": round(v, 2) for k, v in self.hit_at.items()})
+        out.update({f"doc@{k}": round(v, 2) for k, v in self.doc_at.items()})
+        return out
 
 
 class QueryFileError(ValueError):
@@ -80,7 +93,8 @@ class QueryFileError(ValueError):
 
 def load_queries(path: Path, fmt: str = "cookbook") -> list[LabelledQuery]:
     """``cookbook``: the cookbook's evaluation_set.jsonl; ``jsonl``: one
-    ``{"query": ..., "gold": [{"doc_id": ..., "chunk": n} | {"doc_id": ..., "text": ...}]}`` per line."""
+    ``{"query": ..., "gold": [{"doc_id": ..., "chunk": n} | {"doc_id": ..., "text": ...} |
+    {"doc_id": ..., "page": n}]}`` per line (other fields are ignored)."""
     out = []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
@@ -94,6 +108,7 @@ def load_queries(path: Path, fmt: str = "cookbook") -> list[LabelledQuery]:
                 gold = [Gold(str(d), int(n)) for d, n in pairs]
             elif fmt == "jsonl":
                 gold = [Gold(str(g["doc_id"]), int(g["chunk"])) if g.get("chunk") is not None
+                        else Gold(str(g["doc_id"]), page=int(g["page"])) if g.get("page") is not None
                         else Gold(str(g["doc_id"]), text=str(g["text"])) for g in row["gold"]]
             else:
                 raise QueryFileError(f"unknown query format {fmt!r}: cookbook or jsonl")
@@ -111,6 +126,8 @@ def load_queries(path: Path, fmt: str = "cookbook") -> list[LabelledQuery]:
 def found_by(gold: Gold, hit: Retrieved) -> bool:
     if gold.doc_id != hit.doc_id:
         return False
+    if gold.page is not None:
+        return bool(hit.pages) and hit.pages[0] <= gold.page <= hit.pages[-1]
     if gold.chunk is not None:
         return gold.chunk == hit.chunk
     wanted = gold.words()
@@ -128,7 +145,10 @@ def grade_query(q: LabelledQuery, ranked: list[Retrieved]) -> dict[str, Any]:
     """One query's row: the rank (1-based) at which each golden chunk is first found (None if
     not in the top 20), and its Pass@k."""
     first_rank = [next((i for i, hit in enumerate(ranked[:max(KS)], 1) if found_by(g, hit)), None) for g in q.gold]
-    row: dict[str, Any] = {"query": q.query, "gold_ranks": first_rank}
+    docs = {g.doc_id for g in q.gold}
+    doc_rank = next((i for i, hit in enumerate(ranked[:max(KS)], 1) if hit.doc_id in docs), None)
+    row: dict[str, Any] = {"query": q.query, "gold_ranks": first_rank, "doc_rank": doc_rank,
+                           "pages": any(g.page is not None for g in q.gold)}
     for k in KS:
         row[f"pass@{k}"] = sum(1 for r in first_rank if r is not None and r <= k) / len(q.gold)
     return row
@@ -143,12 +163,19 @@ def summarize(label: str, rows: list[dict[str, Any]], latencies: list[float] | N
         best = min((r for r in row["gold_ranks"] if r is not None), default=None)
         reciprocal.append(1.0 / best if best is not None and best <= MRR_K else 0.0)
     latencies = latencies or []
+
+    def share(ranks: list[int | None], k: int) -> float:
+        return 100 * sum(1 for r in ranks if r is not None and r <= k) / len(ranks) if ranks else 0.0
+
+    best = [min((r for r in row["gold_ranks"] if r is not None), default=None) for row in rows]
     return EvalResult(
         label, len(rows),
         {k: 100 * statistics.fmean(row[f"pass@{k}"] for row in rows) if rows else 0.0 for k in KS},
         {k: 100 * found[k] / gold if gold else 0.0 for k in KS},
         statistics.fmean(reciprocal) if reciprocal else 0.0,
-        percentile(latencies, 0.5), percentile(latencies, 0.95), rows)
+        percentile(latencies, 0.5), percentile(latencies, 0.95), rows,
+        hit_at={k: share(best, k) for k in KS}, doc_at={k: share([row.get("doc_rank") for row in rows], k) for k in KS},
+        pages=any(row.get("pages") for row in rows))
 
 
 def evaluate(queries: list[LabelledQuery], search: Callable[[str, int], list[Retrieved]],
@@ -195,10 +222,13 @@ def markdown_report(results: list[EvalResult], compared: tuple[EvalResult, EvalR
     lines += notes or []
     if notes:
         lines.append("")
-    head = ["configuration"] + [f"Pass@{x}" for x in KS] + [f"Recall@{x}" for x in KS] + [f"MRR@{MRR_K}", "p50 ms"]
+    paged = any(r.pages for r in results)
+    head = ["configuration"] + ([f"page@{x}" for x in KS] + [f"doc@{x}" for x in KS] if paged else []) \
+        + [f"Pass@{x}" for x in KS] + [f"Recall@{x}" for x in KS] + [f"MRR@{MRR_K}", "p50 ms"]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in results:
-        cells = [r.label] + [f"{r.pass_at[x]:.2f}" for x in KS] + [f"{r.recall_at[x]:.2f}" for x in KS]
+        cells = [r.label] + ([f"{r.hit_at[x]:.2f}" for x in KS] + [f"{r.doc_at[x]:.2f}" for x in KS] if paged else [])
+        cells += [f"{r.pass_at[x]:.2f}" for x in KS] + [f"{r.recall_at[x]:.2f}" for x in KS]
         cells += [f"{r.mrr:.3f}", f"{r.latency_ms_p50:.0f}"]
         lines.append("| " + " | ".join(cells) + " |")
     if chart:

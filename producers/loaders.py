@@ -24,7 +24,9 @@ from producers.submit import RawDocument
 from workers.settings import get_settings
 
 FORMATS = ("auto", "files", "jsonl", "cookbook")
-# Skipped when walking a folder (a file named explicitly is always tried, and fails visibly).
+# Files are read as text, code, or — told by their content — PDF, Office, HTML, CSV, extracted by
+# the workers (``workers.extraction``). Skipped when walking a folder, and listed as skipped
+# (a file named explicitly is always tried, and fails visibly):
 BINARY_SUFFIXES = {".png", ".jpg", ".jpeg", ".gif", ".webp", ".ico", ".zip", ".gz", ".tgz",
                    ".bz2", ".xz", ".7z", ".tar", ".jar", ".class", ".so", ".dylib", ".dll", ".exe",
                    ".o", ".a", ".pyc", ".whl", ".mp3", ".mp4", ".mov", ".woff", ".woff2", ".ttf"}
@@ -95,7 +97,7 @@ def load_file(path: Path, doc_id: str) -> RawDocument:
         error = too_big(path.stat().st_size)
         if error:
             return RawDocument(doc_id, None, metadata, error=error)
-        return RawDocument(doc_id, path.read_bytes(), metadata)
+        return RawDocument(doc_id, path.read_bytes(), metadata, name=path.name)
     except OSError as e:
         return RawDocument(doc_id, None, metadata, error=f"cannot read {doc_id}: {e.strerror or e}")
 

@@ -81,7 +81,7 @@ def documents(collection: str, url: str, listing: Listing | None = None, client=
             except (BotoCoreError, ClientError) as e:  # gone or changed meanwhile: this one fails alone
                 yield RawDocument(doc_id, None, metadata, error=f"cannot read {doc_id}: {e}")
                 continue
-            yield RawDocument(doc_id, body, metadata)
+            yield RawDocument(doc_id, body, metadata, name=PurePosixPath(obj["Key"]).name)
 
 
 def remember(collection: str, doc_id: str, listing: Listing) -> None:

@@ -4,6 +4,10 @@ Validation happens here, before anything is queued, so that a bad document (empt
 invalid UTF-8, too large, malformed line) is recorded as failed with its reason and the rest
 of the batch goes on. Unchanged content (same text, same metadata, already indexed) is not
 queued at all: re-ingesting a corpus costs nothing but the hashing.
+
+A file that needs extracting (PDF, Office, HTML, CSV: ``extraction.detect``, by content) is not
+parsed here: its original bytes are stored (``bodies.put_original``), within
+``SITUATE_MAX_DOCUMENT_BYTES``, and a worker extracts it, in a sandbox, under limits.
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from workers.documents import (BadDocument, ChunkInput, check_doc_id, check_metadata, check_text, content_version,
-                               decode_body, metadata_hash)
+                               decode_body, metadata_hash, original_version)
+from workers.extraction import detect
 from workers.pipeline import fair
 from workers.pipeline.app import CHUNK_TASK
 from workers.pipeline.routing import CHUNK_PRIORITY, CHUNK_QUEUE
@@ -33,6 +38,16 @@ class RawDocument:
     metadata: dict[str, Any] = field(default_factory=dict)
     chunks: list[dict[str, Any]] | None = None
     error: str | None = None  # set by a loader that could not read it at all
+    name: str = ""  # the file's name, to tell its format by (default: the doc_id)
+    media_type: str | None = None  # as declared by the sender (an upload's Content-Type)
+
+
+@dataclass
+class Original:
+    """A file a worker is to extract (detected by content): its bytes and media type."""
+
+    data: bytes
+    media_type: str
 
 
 @dataclass
@@ -43,7 +58,27 @@ class Submission:
     error: str | None = None
 
 
-def validate(raw: RawDocument, max_bytes: int) -> tuple[str, list[ChunkInput] | None]:
+def original_of(raw: RawDocument, max_bytes: int) -> Original | None:
+    """The file as an original to extract in a worker, or None when it is text (read as before)."""
+    if not isinstance(raw.body, bytes):
+        return None
+    if not raw.body.strip():  # before the format: an empty report.pdf is empty, not a broken PDF
+        raise BadDocument("empty document (no text)")
+    try:
+        media_type = detect.media_type(raw.body, raw.name or raw.doc_id, raw.media_type)
+    except detect.Unsupported as e:
+        raise BadDocument(str(e)) from None
+    if media_type not in detect.EXTRACTED:
+        return None
+    if len(raw.body) > max_bytes:
+        raise BadDocument(f"file is {len(raw.body):,} bytes, over the limit of {max_bytes:,} (SITUATE_MAX_DOCUMENT_BYTES)")
+    if raw.chunks is not None:
+        raise BadDocument("pre-made chunks go with text, not with a file to extract")
+    return Original(raw.body, media_type)
+
+
+def validate(raw: RawDocument, max_bytes: int) -> tuple[str | Original, list[ChunkInput] | None]:
+    """The document's text (or its original, to extract) and its pre-made chunks, if any."""
     if raw.error:
         raise BadDocument(raw.error)
     check_doc_id(raw.doc_id)
@@ -51,6 +86,12 @@ def validate(raw: RawDocument, max_bytes: int) -> tuple[str, list[ChunkInput] | 
         raise BadDocument("document has no text")
     if not isinstance(raw.body, (str, bytes)):
         raise BadDocument(f"text must be a string, not {type(raw.body).__name__}")
+    original = original_of(raw, max_bytes)
+    if original is not None:
+        check_metadata(raw.metadata)
+        if not original.data.strip():
+            raise BadDocument("empty file")
+        return original, None
     text = decode_body(raw.body, max_bytes) if isinstance(raw.body, bytes) else check_text(raw.body, max_bytes)
     check_metadata(raw.metadata)
     chunks = None
@@ -88,14 +129,22 @@ def submit_one(config: CollectionConfig, raw: RawDocument, run: str | None = Non
         except BadDocument:
             pass
         return Submission(raw.doc_id, states.FAILED, error=str(e))
-    version = content_version(text, chunks)
+    if isinstance(text, Original):
+        original, version = text, original_version(text.data)
+    else:
+        original, version = None, content_version(text, chunks)
     meta = metadata_hash(raw.metadata)
     if states.is_unchanged(config.name, raw.doc_id, version, meta):
         return Submission(raw.doc_id, "unchanged", version)
-    payload = {"text": text, "metadata": raw.metadata, "run": run, "batch": batch,
+    payload = {"text": None if original else text, "metadata": raw.metadata, "run": run, "batch": batch,
                "chunks": None if chunks is None else [c.model_dump() for c in chunks]}
+    if original:
+        payload["original"] = {"media_type": original.media_type, "name": raw.name or raw.doc_id,
+                               "bytes": len(original.data)}
     with states.document_lock(config.name, raw.doc_id):  # a delete of this document waits, or we do
         # The body first: a worker never finds a document's state without its body.
+        if original:
+            body_store().put_original(config.name, raw.doc_id, version, original.data)
         body_store().put(config.name, raw.doc_id, version, payload)
         queued, _ = states.submit(config.name, raw.doc_id, version, meta, get_settings().stale_after_s)
         if queued:  # else this very version is in flight already: one message, not two

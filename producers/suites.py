@@ -12,8 +12,10 @@ A suites file (YAML) names, per corpus, its labelled queries and its collections
       collections: {plain: faq-plain, default: faq}
 
 Each corpus gets its table (role:mode rows); the summary has one row per role:mode with
-each corpus's Pass@10 and the mean over corpora of Pass@5, @10, @20 — the row a change must
-move up everywhere, not on average only.
+each corpus's headline at 10 and the mean over corpora at 5, 10, 20 — the row a change must
+move up everywhere, not on average only. The headline is Pass@k, or page@k for a corpus
+labelled by pages (FinanceBench: ``format: jsonl`` with ``{"doc_id", "page"}`` gold), whose
+table also shows doc@k.
 """
 
 from __future__ import annotations
@@ -61,26 +63,34 @@ def run(suites: list[Suite], evaluate_one: Callable[[Suite, str, str], list[Eval
         suite.results = [r for role, collection in suite.collections.items() for r in evaluate_one(suite, role, collection)]
 
 
+def headline(result: EvalResult, k: int) -> float:
+    """Pass@k, or page@k where the labels are pages."""
+    return result.hit_at[k] if result.pages else result.pass_at[k]
+
+
 def summary(suites: list[Suite]) -> list[dict]:
-    """One row per label present in every suite: per-corpus Pass@10 and means of Pass@k."""
+    """One row per label present in every suite: per-corpus headline at 10 and their means."""
     labels = [r.label for r in suites[0].results if all(r.label in {x.label for x in s.results} for s in suites)]
     rows = []
     for label in labels:
         per = {s.name: next(r for r in s.results if r.label == label) for s in suites}
-        rows.append({"config": label, **{f"{name}@10": round(r.pass_at[10], 2) for name, r in per.items()},
-                     **{f"mean pass@{k}": round(statistics.fmean(r.pass_at[k] for r in per.values()), 2) for k in KS}})
+        rows.append({"config": label,
+                     **{f"{name} {'page' if r.pages else 'pass'}@10": round(headline(r, 10), 2) for name, r in per.items()},
+                     **{f"mean @{k}": round(statistics.fmean(headline(r, k) for r in per.values()), 2) for k in KS}})
     return rows
 
 
 def markdown(suites: list[Suite], title: str) -> str:
     lines = [f"# {title}", ""]
     for s in suites:
-        lines += [f"## {s.name} ({len(s.queries)} queries)", "",
-                  "| configuration | " + " | ".join(f"Pass@{k}" for k in KS) + " | " +
-                  " | ".join(f"Recall@{k}" for k in KS) + " | MRR@10 |", "|" + "---|" * (2 + 2 * len(KS))]
+        paged = any(r.pages for r in s.results)
+        extra = [f"page@{k}" for k in KS] + [f"doc@{k}" for k in KS] if paged else []
+        head = ["configuration", *extra, *[f"Pass@{k}" for k in KS], *[f"Recall@{k}" for k in KS], "MRR@10"]
+        lines += [f"## {s.name} ({len(s.queries)} queries)", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for r in s.results:
-            lines.append(f"| {r.label} | " + " | ".join(f"{r.pass_at[k]:.2f}" for k in KS) + " | "
-                         + " | ".join(f"{r.recall_at[k]:.2f}" for k in KS) + f" | {r.mrr:.3f} |")
+            cells = ([f"{r.hit_at[k]:.2f}" for k in KS] + [f"{r.doc_at[k]:.2f}" for k in KS] if paged else []) \
+                + [f"{r.pass_at[k]:.2f}" for k in KS] + [f"{r.recall_at[k]:.2f}" for k in KS] + [f"{r.mrr:.3f}"]
+            lines.append(f"| {r.label} | " + " | ".join(cells) + " |")
         lines.append("")
     rows = summary(suites)
     if rows:

@@ -104,7 +104,7 @@ def ranked(sides: dict[str, Any], setting: Setting, k: int = max(KS)) -> list[Re
     if setting.reranker != "none":
         scores = sides["rerank"]  # as rerankers.rerank: the fused top CANDIDATES, ties by fused rank
         hits = sorted(hits[:CANDIDATES], key=lambda h: -scores.get(h.id, float("-inf")))
-    return [Retrieved(h.doc_id, h.chunk, h.text) for h in hits[:k]]
+    return [Retrieved(h.doc_id, h.chunk, h.text, h.pages) for h in hits[:k]]
 
 
 def grade(queries: list[LabelledQuery], rankings: list[dict], setting: Setting, label: str | None = None) -> EvalResult:

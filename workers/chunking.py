@@ -35,13 +35,23 @@ class Chunk:
     text: str
     start: int | None  # character span in the document; None when the producer's chunk
     end: int | None    # could not be located in the text
+    # Where it came from, for citations: [first, last] page (1-based) of a paged document, and
+    # the heading path in force where it starts ("Item 8 › Consolidated Balance Sheets").
+    pages: tuple[int, int] | None = None
+    section: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"n": self.n, "text": self.text, "start": self.start, "end": self.end}
+        out: dict[str, Any] = {"n": self.n, "text": self.text, "start": self.start, "end": self.end}
+        if self.pages:
+            out["pages"] = list(self.pages)
+        if self.section:
+            out["section"] = self.section
+        return out
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Chunk":
-        return cls(d["n"], d["text"], d.get("start"), d.get("end"))
+        pages = d.get("pages")
+        return cls(d["n"], d["text"], d.get("start"), d.get("end"), tuple(pages) if pages else None, d.get("section"))
 
 
 @lru_cache(maxsize=1)

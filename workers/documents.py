@@ -50,6 +50,11 @@ def content_version(text: str, chunks: list[ChunkInput] | None = None) -> str:
     return h.hexdigest()[:20]
 
 
+def original_version(data: bytes) -> str:
+    """The version of a file kept as its original bytes (a PDF, an Office file): their hash."""
+    return hashlib.sha256(data).hexdigest()[:20]
+
+
 def metadata_hash(metadata: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(metadata, sort_keys=True, default=str).encode()).hexdigest()[:16]
 

@@ -77,7 +77,9 @@ NO_THINKING = {"thinking": {"type": "disabled"}}
 
 MODELS: dict[str, ModelSpec] = {m.id: m for m in [
     # Current (2026-11-30)
-    ModelSpec("claude-haiku-5-5", 0.10, 0.50, 2048, 1_000_000, "anthropic.claude-haiku-5-5",  # minimum assumed
+    # Cache minimum 512 tokens before a breakpoint: the user's source (seeds/000: "Sur Claude
+    # Haiku 5.5, un point de cache demande au moins 512 tokens avant lui").
+    ModelSpec("claude-haiku-5-5", 0.10, 0.50, 512, 1_000_000, "anthropic.claude-haiku-5-5",
               chars_per_token=NEW_TOKENIZER, long_prompt_tokens=100_000, long_input=0.50, long_output=2.50,
               request_extras=NO_THINKING),
     ModelSpec("claude-sonnet-5-5", 2.00, 10.00, 1024, 1_000_000, "anthropic.claude-sonnet-5-5",  # minimum assumed

@@ -62,9 +62,16 @@ class Settings(BaseSettings):
     # per query; see producers/retrieval/rerankers.py for each one's settings.
     reranker: str = "none"
 
-    # Input limits: a document over this size fails alone with a reason.
-    max_document_bytes: int = 5_000_000
-    max_chunks_per_document: int = 5_000
+    # Input limits: a document over this size fails alone with a reason (a file to extract, a PDF:
+    # its original bytes).
+    max_document_bytes: int = 64_000_000
+    max_chunks_per_document: int = 20_000
+    # Extracting a file (workers/extraction/), per document: pages, characters of text, wall time,
+    # and the extracting process's memory. Generous for real reports (500+ pages, minutes).
+    max_pages: int = 2000
+    max_extracted_chars: int = 20_000_000
+    extract_timeout_s: float = 300
+    extract_memory_mb: int = 2048
 
     # Delivery (see workers/pipeline/delivery.py). A worker that dies has its documents taken
     # up by another within ``recovery_s``; a live worker's tasks are never taken from it,
@@ -97,10 +104,11 @@ class Settings(BaseSettings):
     llm_rate_limit_patience_s: float = 900  # how long a chunk keeps retrying 429s
     llm_max_output_tokens: int = 200
     llm_max_context_chars: int = 1500
-    # Over this (estimated) size a document is situated with the long-document window.
+    # Over this (estimated) size a document is situated in windows (contextualizers/windows.py):
+    # its opening, then the window of its own section the chunk is in, each cached once.
     llm_max_document_tokens: int = 60_000
-    long_doc_first_chunks: int = 3
-    long_doc_previous_chunks: int = 3
+    llm_long_doc_opening_tokens: int = 3_000
+    llm_long_doc_window_tokens: int = 12_000
     # Account limits per model, e.g. {"claude-haiku-5-5": {"rpm": 4000, "itpm": 400000, "otpm": 80000}};
     # models not listed use the defaults in workers/models.py.
     rate_limits: dict[str, dict[str, int]] = {}
@@ -125,7 +133,7 @@ class Settings(BaseSettings):
     flower_password: str = ""
     # A request body over this is refused whole (413), chunked uploads included; a request
     # with more documents than max_batch_documents likewise.
-    max_request_bytes: int = 32_000_000
+    max_request_bytes: int = 72_000_000
     max_batch_documents: int = 1000
     # Near Redis's maxmemory, producers are told 503 + Retry-After instead of filling it.
     redis_memory_high_water: float = 0.85

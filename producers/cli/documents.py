@@ -160,13 +160,18 @@ def _print_estimate(collection: str, requested: dict, documents, json_output: bo
     if not e.calls:
         out.print("no LLM call: nothing to pay", highlight=False)
         return
+    if e.long_documents:
+        out.print(f"{e.long_documents:,} long documents (over SITUATE_LLM_MAX_DOCUMENT_TOKENS) read as their opening "
+                  f"and {e.windows:,} section windows, each cached once", highlight=False)
     out.print(f"calls {e.calls:,}; tokens: input {e.input_tokens:,}, cache write {e.cache_write_tokens:,}, "
               f"cache read {e.cache_read_tokens:,} ({e.cache_read_ratio:.1%} of prompt tokens), output "
               f"{e.output_tokens:,} ({e.output_per_call:.0f} per call)", highlight=False)
     out.print(f"characters per token {e.block_chars_per_token:.2f} (documents), {e.rest_chars_per_token:.2f} "
               f"(chunks); measured on this deployment's calls: {', '.join(e.measured) or 'nothing yet'} "
               "(the rest from the model table and a default: estimates improve after a first run)", highlight=False)
-    out.print(f"cost ${e.cost_usd:,.4f} (without prompt caching ${e.cost_without_cache_usd:,.4f}); "
+    per_million = e.cost_per_million_document_tokens
+    out.print(f"cost ${e.cost_usd:,.4f} (without prompt caching ${e.cost_without_cache_usd:,.4f}"
+              + (f"; ${per_million:,.3f} per million document tokens" if per_million else "") + "); "
               f"at the rate limits ({e.limits['rpm']:,} rpm, {e.limits['itpm']:,} input and {e.limits['otpm']:,} "
               f"output tokens/min) at least {e.minutes_at_rate_limits:.1f} min, bound by {e.binding_limit}",
               highlight=False)

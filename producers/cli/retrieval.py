@@ -49,10 +49,10 @@ def search(
     if json_output:
         print(json.dumps({"took_ms": round(took_ms, 1), "hits": [
             {"doc_id": h.doc_id, "chunk": h.chunk, "score": h.score, "text": h.text, "context": h.context,
-             "metadata": h.metadata} for h in hits]}))
+             "metadata": h.metadata, "pages": h.pages, "section": h.section, "title": h.title} for h in hits]}))
         return
     for rank, h in enumerate(hits, start=1):
-        out.print(f"[bold]{rank:>2}.[/bold] {safe(h.doc_id)} #{h.chunk}  score={h.score:.4f}", highlight=False)
+        out.print(f"[bold]{rank:>2}.[/bold] {safe(citation(h))} #{h.chunk}  score={h.score:.4f}", highlight=False)
         if h.context:
             out.print(f"    [cyan]{safe(' '.join(h.context.split())[:160])}[/cyan]", highlight=False)
         snippet = " ".join(h.text.split())[:160]
@@ -88,7 +88,7 @@ def _evaluate_collection(labelled, name: str, config, spec: str, reranker: str, 
         options = retrieval.SearchOptions(mode=mode, reranker=reranker if rerank else "none", **overrides)
 
         def run(q: str, k: int, config=config, options=options) -> list[Retrieved]:
-            return [Retrieved(h.doc_id, h.chunk, h.text) for h in retrieval.search(config, q, k=k, options=options)]
+            return [Retrieved(h.doc_id, h.chunk, h.text, h.pages) for h in retrieval.search(config, q, k=k, options=options)]
         try:
             results.append(evaluate(labelled, run, label_prefix + label))
         except ValueError as e:
@@ -178,10 +178,13 @@ def _print_results(results, loaded, names, labelled, source, compare, report, js
                                 "gained": [f.__dict__ for f in gained], "lost": [f.__dict__ for f in lost]}
         print(json.dumps(payload))
         return
-    table = Table("configuration", *[f"Pass@{k}" for k in KS], *[f"Recall@{k}" for k in KS], f"MRR@{MRR_K}",
-                  "p50 ms", title=title)
+    paged = any(r.pages for r in results)  # page labels: FinanceBench's page@k and doc@k first
+    table = Table("configuration", *([f"page@{k}" for k in KS] + [f"doc@{k}" for k in KS] if paged else []),
+                  *[f"Pass@{k}" for k in KS], *[f"Recall@{k}" for k in KS], f"MRR@{MRR_K}", "p50 ms", title=title)
     for r in results:
-        table.add_row(r.label, *[f"{r.pass_at[k]:.2f}" for k in KS], *[f"{r.recall_at[k]:.2f}" for k in KS],
+        table.add_row(safe(r.label), *([f"{r.hit_at[k]:.2f}" for k in KS] + [f"{r.doc_at[k]:.2f}" for k in KS]
+                                       if paged else []),
+                      *[f"{r.pass_at[k]:.2f}" for k in KS], *[f"{r.recall_at[k]:.2f}" for k in KS],
                       f"{r.mrr:.3f}", f"{r.latency_ms_p50:.0f}")
     out.print(table, width=max(out.width, 150))  # wide enough for its columns, even in a log
     for d in described:
@@ -195,6 +198,15 @@ def _print_results(results, loaded, names, labelled, source, compare, report, js
                       highlight=False)
     if report:
         out.print(f"report: {report / 'report.md'}, chart: {report / 'pass_at_k.png'}")
+
+
+def citation(hit) -> str:
+    """Where a hit is: ``3M_2018_10K.pdf p. 60 · Item 8 › Cash flows`` (pages and section when known)."""
+    where = hit.doc_id
+    if hit.pages:
+        first, last = hit.pages[0], hit.pages[-1]
+        where += f" p. {first}" if first == last else f" pp. {first}-{last}"
+    return where + (f" · {hit.section}" if hit.section else "")
 
 
 def describe(name: str, c, overrides: dict) -> str:
@@ -233,9 +245,12 @@ def _eval_suites(path: Path, spec: str, chosen_reranker: str, overrides: dict, r
                           "summary": rows}))
         return
     for s in loaded_suites:
-        table = Table("configuration", *[f"Pass@{k}" for k in KS], "MRR@10", title=f"{s.name}: {len(s.queries)} queries")
+        paged = any(r.pages for r in s.results)
+        table = Table("configuration", *([f"page@{k}" for k in KS] + [f"doc@{k}" for k in KS] if paged else []),
+                      *[f"Pass@{k}" for k in KS], "MRR@10", title=f"{s.name}: {len(s.queries)} queries")
         for r in s.results:
-            table.add_row(r.label, *[f"{r.pass_at[k]:.2f}" for k in KS], f"{r.mrr:.3f}")
+            table.add_row(safe(r.label), *([f"{r.hit_at[k]:.2f}" for k in KS] + [f"{r.doc_at[k]:.2f}" for k in KS]
+                                           if paged else []), *[f"{r.pass_at[k]:.2f}" for k in KS], f"{r.mrr:.3f}")
         out.print(table, width=max(out.width, 120))
     if rows:
         table = Table(title="summary: Pass@10 per corpus, mean Pass@k over corpora")

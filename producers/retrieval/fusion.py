@@ -26,12 +26,16 @@ class Hit:
     metadata: dict[str, Any] = field(default_factory=dict)
     ranks: dict[str, int] = field(default_factory=dict)  # rank per side (bm25, dense, rerank)
     id: str = ""  # the index _id
+    # Where it came from (documents with pages and sections): [first, last] page, heading path, title.
+    pages: list[int] | None = None
+    section: str | None = None
+    title: str | None = None
 
 
 def _hit(h: dict[str, Any]) -> Hit:
     s = h["_source"]  # a light hit has no text yet: the read path fills the ones it returns
     return Hit(s["doc_id"], s["chunk"], 0.0, s.get("text", ""), s.get("context", ""), s.get("metadata") or {},
-               id=h["_id"])
+               id=h["_id"], pages=s.get("pages"), section=s.get("section"), title=s.get("title"))
 
 
 def fuse(result_lists: dict[str, list[dict[str, Any]]], weights: dict[str, float], fusion: str = "rrf",

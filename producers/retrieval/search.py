@@ -22,7 +22,7 @@ from workers.storage.catalog import FUSIONS, CollectionConfig
 
 CANDIDATES = 150
 MODES = ("hybrid", "bm25", "dense")
-_SOURCE = ["doc_id", "chunk", "text", "context", "metadata", "seq"]
+_SOURCE = ["doc_id", "chunk", "text", "context", "metadata", "seq", "pages", "section", "title"]
 
 
 @dataclass(frozen=True)
@@ -125,10 +125,11 @@ def _fill(config: CollectionConfig, hits: list[Hit]) -> None:
     if not hits:
         return
     docs = opensearch_client().mget(index=config.index_name, body={"ids": [h.id for h in hits]},
-                                    _source_includes=["text", "context", "metadata"])["docs"]
+                                    _source_includes=["text", "context", "metadata", "pages", "section", "title"])["docs"]
     for hit, doc in zip(hits, docs):
         source = doc.get("_source") or {}
         hit.text, hit.context, hit.metadata = source.get("text", ""), source.get("context", ""), source.get("metadata") or {}
+        hit.pages, hit.section, hit.title = source.get("pages"), source.get("section"), source.get("title")
 
 
 def newest_only(results: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:

@@ -134,7 +134,7 @@ def test_provider_overloaded_rate_limited_and_slower_than_the_client_timeout(sta
     """20% of calls answered 529; an account limit far below what the workers believe (429s
     in bursts); 5% of answers 3 s late against a 2 s client timeout (paid, then asked again)."""
     standin.configure(p_529=0.2, p_slow=0.05, slow_s=3.0, burst_s=2.0,
-                      limits={TEST_MODEL: {"rpm": 600, "itpm": 10**9, "otpm": 10**9}})
+                      limits={TEST_MODEL: {"rpm": 300, "itpm": 10**9, "otpm": 10**9}})
     fleet(SITUATE_LLM_TIMEOUT_S="2", SITUATE_RECOVERY_S="20").start(2)
     docs = documents(60, tag="provider")
     submit(collection_name, docs, **LLM)

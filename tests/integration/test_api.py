@@ -56,7 +56,8 @@ def test_submit_batch_state_and_search(worker, api_url, collection_name):
 
         hits = client.search(collection_name, "why do otters hold hands", k=3)
         assert hits[0]["doc_id"] == "otters"
-        assert set(hits[0]) == {"doc_id", "chunk", "score", "text", "context", "metadata"}
+        assert set(hits[0]) == {"doc_id", "chunk", "score", "text", "context", "metadata", "title", "pages", "section"}
+        assert hits[0]["pages"] is None and hits[0]["section"] == "Sea otters"  # text has no pages
         assert hits[0]["context"].startswith("Sea otters")  # structural context: the heading
         assert hits[0]["metadata"] == {"topic": "animals", "lang": "en"}
 

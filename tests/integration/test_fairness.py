@@ -54,3 +54,28 @@ def test_a_backlog_in_one_collection_does_not_hold_back_another(tmp_path):
                  f"1 document sent to a second collection behind {BACKLOG} queued in another (1 worker process): "
                  f"indexed after {waited:.1f} s, when {ahead} of the {BACKLOG} were; the {BACKLOG} took {drained:.1f} s")
     assert ahead < BACKLOG / 2, f"{ahead} of the {BACKLOG} backlogged documents went first"
+
+
+def test_the_gate_admits_round_robin_up_to_its_bound_and_sends_again_what_nobody_received(tmp_path):
+    """The gate's mechanics on a Redis of its own: collections take turns, a queue holds at most
+    ``ahead`` messages, an admission no worker confirmed is parked again (at the front)."""
+    from workers.connections import redis_client
+    from workers.storage import fairqueue
+
+    redis = RedisServer(tmp_path / "gate")
+    try:
+        with use_services(redis_url=redis.url()):
+            for i in range(10):
+                fairqueue.park("chunk", "busy", {"id": f"b{i}", "task": "t", "args": ["busy", f"d{i}"], "priority": 9})
+            fairqueue.park("chunk", "quiet", {"id": "q0", "task": "t", "args": ["quiet", "d"], "priority": 9})
+            first = fairqueue.admit({"chunk": ["chunk"]}, ahead=3, stale_s=60)
+            assert [e["id"] for e in first] == ["b0", "q0", "b1"]
+            redis_client().lpush("chunk", *[b"m"] * 3)  # as Celery's queue holds them now
+            assert fairqueue.admit({"chunk": ["chunk"]}, ahead=3, stale_s=60) == []  # full: nothing more
+            assert fairqueue.parked(["chunk"])["chunk"]["by_collection"] == {"busy": 8}
+            fairqueue.confirm(["b0", "q0"])  # received by a worker; b1's message was lost
+            redis_client().delete("chunk")
+            again = fairqueue.admit({"chunk": ["chunk"]}, ahead=2, stale_s=0)
+            assert [e["id"] for e in again] == ["b1", "b2"], "the unconfirmed one goes first, sent again"
+    finally:
+        redis.stop()

@@ -56,6 +56,23 @@ def test_warm_first_then_fan_out_reads_every_other_call_from_cache(worker, stand
     assert standin.stats()["requests"] == 6, "re-ingesting unchanged content must make no call"
 
 
+def test_a_thousand_token_document_is_cached_at_the_default_models_minimum(worker, standin, collection_name, tmp_path):
+    """Claude Haiku 5.5 caches from 512 tokens before the breakpoint (seeds/000); a table that
+    said 2,048 set no breakpoint on a ~1,000-token document, which then paid full price for every
+    chunk. The stand-in holds the provider's minimum, not ours."""
+    standin.configure()
+    words = ("the sea otter floats on its back in the kelp and cracks shellfish on a stone it keeps "
+             "in a pocket of loose skin under its forearm while the tide turns").split()
+    chunks = [" ".join(words[(i * 7 + j) % len(words)] for j in range(170)) + ".\n\n" for i in range(5)]
+    doc = {"id": "thousand", "text": "".join(chunks), "chunks": chunks}
+    result = ingest(collection_name, write_jsonl(tmp_path / "d.jsonl", [doc]))
+    assert result.returncode == 0, result.stdout + result.stderr
+    s = standin.stats()
+    assert s["requests"] == 5 and s["breakpoints"] == 5
+    assert 512 < s["cache_write_tokens"] < 2048, s
+    assert s["cache_read_tokens"] == 4 * s["cache_write_tokens"]
+
+
 def test_documents_below_the_cache_minimum_pay_no_breakpoint(worker, standin, collection_name, tmp_path):
     standin.configure()
     docs = [chunked_doc("short", 3, words=40), chunked_doc("single", 1, words=40)]

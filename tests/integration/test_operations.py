@@ -323,6 +323,15 @@ def test_ingest_from_s3_reads_only_what_changed(worker, s3_endpoint, collection_
     hits = json.loads(run_cli("search", "-c", collection_name, "--json", "--k", "1", "scheduler prefers idle").stdout)["hits"]
     assert hits[0]["doc_id"] == "s3://corpus/docs/kernel.txt" and "idle cores" in hits[0]["text"]
 
+    # A PDF is a document like any other (extracted by the workers), cited by page.
+    from tests.documents import make
+
+    s3.put_object(Bucket="corpus", Key="docs/annual.pdf", Body=make.pdf([["Cover"], ["Our narwhal fleet grew by a third."]]))
+    fourth = ingest_s3()
+    assert fourth["indexed"] >= 1 and not [f for f in fourth["failed"] if f["doc_id"].endswith(".pdf")], fourth
+    hits = json.loads(run_cli("search", "-c", collection_name, "--json", "--k", "1", "narwhal fleet").stdout)["hits"]
+    assert hits[0]["doc_id"] == "s3://corpus/docs/annual.pdf" and hits[0]["pages"] == [2, 2]
+
     # An object over the size limit is refused from the listing's size: never downloaded.
     s3.put_object(Bucket="corpus", Key="docs/huge.txt", Body=b"otters " * 2000)
     result = run_cli("ingest", "-c", collection_name, "--json", "s3://corpus/docs/",

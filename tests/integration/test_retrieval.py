@@ -68,7 +68,7 @@ def test_the_search_command_prints_hits_and_refuses_bad_options(worker, collecti
     assert result.returncode == 0, result.stderr
     hits = json.loads(result.stdout)["hits"]
     assert len(hits) == 2 and hits[0]["doc_id"] == "otters" and set(hits[0]) == {
-        "doc_id", "chunk", "score", "text", "context", "metadata"}
+        "doc_id", "chunk", "score", "text", "context", "metadata", "title", "pages", "section"}
     bad = run_cli("search", "--collection", collection_name, "--fusion", "borda", "otters")
     assert bad.returncode != 0 and "fusion" in bad.stderr
     bad = run_cli("search", "--collection", collection_name, "--reranker", "magic", "otters")

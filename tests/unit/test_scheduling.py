@@ -44,30 +44,40 @@ def test_call_pool_serves_first_calls_ahead_of_fan_outs():
     assert isinstance(pool.submit(CallPool.REST, lambda: 1 / 0).exception(timeout=5), ZeroDivisionError)
 
 
-def test_long_document_window_repeats_no_chunk():
+def test_a_long_document_is_read_as_its_opening_and_the_window_of_its_section():
+    """Windows follow the sections (two levels), never pass the budget, cover every chunk once;
+    every chunk of a window gets the same two cached parts, the opening shared by all."""
     from workers.chunking import Chunk
+    from workers.contextualizers import windows
     from workers.contextualizers.base import SourceDocument
-    from workers.contextualizers.claude.scheduler import LLMContextualizer, window
+    from workers.contextualizers.claude.scheduler import LLMContextualizer
     from workers.storage.catalog import CollectionConfig
 
-    chunks = [Chunk(i, f"<c{i}>", None, None) for i in range(12)]
-    for i in range(12):
-        head, before = window(chunks, i, 3, 3)
-        seen = [c.n for c in head + before]
-        assert len(seen) == len(set(seen)), f"chunk repeated in the window of {i}: {seen}"
-        assert i not in [c.n for c in before]  # the chunk itself comes once, in the instruction
-        assert [c.n for c in before] == list(range(max(3, i - 3), i))
+    sections = ["PART I › Item 1. Business"] * 5 + ["PART II › Item 7. MD&A › Results"] * 9 + \
+               ["PART II › Item 7. MD&A › Liquidity"] * 3 + ["PART II › Item 8. Financial Statements"] * 4
+    chunks, text = [], ""
+    for n, section in enumerate(sections):
+        body = f"<c{n}> " + "word " * 98
+        chunks.append(Chunk(n, body, len(text), len(text) + len(body), (n + 1, n + 1), section))
+        text += body
+    tokens = lambda t: len(t.split())  # noqa: E731 - a word a token, for the test
+    plan = windows.plan(text, chunks, tokens, opening_tokens=250, window_tokens=400)
+    assert "<c0>" in plan.opening and "<c1>" in plan.opening and "<c2>" not in plan.opening
+    covered = [n for w in plan.windows for n in w.chunks]
+    assert covered == list(range(len(chunks)))
+    assert all(sum(tokens(chunks[n].text) for n in w.chunks) <= 400 for w in plan.windows)
+    assert [w.title for w in plan.windows] == ["PART I › Item 1. Business"] * 2 + ["PART II › Item 7. MD&A"] * 3 + \
+        ["PART II › Item 8. Financial Statements"]
+    assert plan.windows[2].chunks == (5, 6, 7, 8)  # Item 7's subsections share its windows
 
     config = CollectionConfig(name="c", contextualizer="anthropic", model="claude-haiku-5-5")
     ctx = LLMContextualizer(config, provider=None, scope="test")  # prompts only: no call is made
-    text = "".join(c.text for c in chunks)
     doc = SourceDocument("c", "long", "v", text, "text", {}, chunks)
-    prompt = ctx._prompt(doc, chunks[8], long_doc=True)
-    assert "<c0><c1><c2>" in prompt.cached and "<c3>" not in prompt.cached
-    assert "<c5><c6><c7>" in prompt.preceding and "<c4>" not in prompt.preceding
-    assert "<c8>" in prompt.instruction and "<c8>" not in prompt.cached + prompt.preceding
-    # The cached block is the same for every chunk of the document (one cache entry).
-    assert ctx._prompt(doc, chunks[11], long_doc=True).cached == prompt.cached
+    first, second, later = (ctx._prompt(doc, chunks[n], long_doc=True) for n in (5, 6, 18))
+    assert first.cached == second.cached and first.cached != later.cached
+    assert first.parts[0] == later.parts[0]  # the opening: one cache entry for the document
+    assert "<c5>" in first.parts[1] and "<c18>" not in first.parts[1] and "<c18>" in later.parts[1]
+    assert "<c6>" in second.instruction and [bp for _, bp in second.blocks()] == [True, True]
 
 
 def test_a_llama_cpp_built_for_amx_is_refused_with_the_remedy(monkeypatch):

@@ -28,15 +28,25 @@ class SourceDocument:
     run: str | None = None  # the ingest run, for the bill
     batch: bool = False     # situate through Message Batches (half price, hours)
     warm: bool = False      # its cache entry was written by an earlier call: no warm-up needed
+    # An extracted file's structure (``extraction.document.Extracted`` without its text): title,
+    # profile (who, what, when), headings, page offsets. None for text.
+    structure: dict[str, Any] | None = None
 
 
 @dataclass
 class Context:
     text: str
     usage: dict[str, Any] = field(default_factory=dict)
+    # What of the context goes into the chunk's vector when the collection embeds the chunk alone
+    # (offline contexts): an extracted document's header — whose, when, which section — which
+    # says what the chunk is about, where the key terms would only blur it.
+    embed: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        return {"text": self.text, "usage": self.usage}
+        out: dict[str, Any] = {"text": self.text, "usage": self.usage}
+        if self.embed:
+            out["embed"] = self.embed
+        return out
 
 
 class Contextualizer(Protocol):

@@ -16,17 +16,23 @@ CHUNK_INSTRUCTION = """Here is the chunk we want to situate within the whole doc
 Please give a short succinct context to situate this chunk within the overall document for the purposes of improving search retrieval of the chunk.
 Answer only with the succinct context and nothing else."""
 
-# For documents over the model's budget: the first chunks stand for the document (cached),
-# then the chunks just before the one to situate (not cached: they differ per chunk).
-PARTIAL_DOCUMENT_BLOCK = (
-    "<document>\n{doc_content}\n</document>\n"
-    "(The document is longer than shown: this is its beginning.)"
-)
-PRECEDING_BLOCK = "The text just before the chunk:\n<preceding>\n{preceding}\n</preceding>"
+# For documents over the model's budget (``contextualizers.windows``): the document's opening,
+# then the part of it the chunk is in; each its own cached block, the same for many chunks.
+OPENING_BLOCK = ("<document>\n(The document is too long to show whole: here are its opening and the part "
+                 "the chunk is in.)\n<opening>\n{opening}\n</opening>\n")
+WINDOW_BLOCK = "<part section=\"{title}\">\n{text}\n</part>\n</document>"
 
 
-def document_block(text: str, partial: bool = False) -> str:
-    return (PARTIAL_DOCUMENT_BLOCK if partial else DOCUMENT_BLOCK).format(doc_content=text)
+def document_block(text: str) -> str:
+    return DOCUMENT_BLOCK.format(doc_content=text)
+
+
+def opening_block(text: str) -> str:
+    return OPENING_BLOCK.format(opening=text)
+
+
+def window_block(title: str, text: str) -> str:
+    return WINDOW_BLOCK.format(title=title.replace('"', "'"), text=text)
 
 
 def chunk_instruction(chunk: str, template: str | None = None) -> str:

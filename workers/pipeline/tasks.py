@@ -19,13 +19,16 @@ from __future__ import annotations
 import logging
 import time
 
-from workers import metrics, models
+from workers import layout, metrics, models
 from workers.chunking import Chunk, guess_language, is_code, locate, split
 from workers.connections import redis_client
-from workers.contextualizers import registry
+from workers.contextualizers import registry, structure
 from workers.contextualizers.base import SourceDocument, contextualized_text
 from workers.documents import BadDocument
 from workers.embedding import registry as embedders
+from workers.extraction import detect, sandbox
+from workers.extraction.document import Extracted, ExtractionError
+from workers.extraction.limits import Limits
 from workers.pipeline import fair
 from workers.pipeline.app import CHUNK_TASK, CONTEXTUALIZE_TASK, INDEX_TASK, SLICE_TASK, app
 from workers.pipeline.guard import PipelineTask
@@ -59,6 +62,7 @@ def chunk(collection: str, doc_id: str, version: str) -> None:
     if not _pending(collection, doc_id, version, states.CHUNKED):
         return
     config = catalog.load(collection)
+    facts: dict[str, object] = {}
     loaded = checkpoints.load_chunks(collection, doc_id, version)
     if loaded is not None:  # delivered again after chunking: the chunks are checkpointed
         chunks = loaded[0]
@@ -66,12 +70,23 @@ def chunk(collection: str, doc_id: str, version: str) -> None:
         payload = body_store().get(collection, doc_id, version)
         if payload is None:
             raise BadDocument("document body is gone from the body store (expired before a worker took it)")
+        if payload.get("text") is None and payload.get("original"):
+            payload = _extract(collection, doc_id, version, payload)
         text, metadata = payload["text"], payload.get("metadata") or {}
-        language = guess_language(text, metadata)
-        if payload.get("chunks") is not None:
-            chunks = locate(text, [(c["n"], c["text"]) for c in payload["chunks"]])
+        if payload.get("extracted") is not None:
+            extracted = Extracted.from_json({**payload["extracted"], "text": text})
+            language = "markdown" if extracted.headings and extracted.media_type != "application/pdf" else "text"
+            chunks = layout.chunks_of(extracted, config.chunk_tokens)
+            facts = {"media_type": extracted.media_type, "title": extracted.title,
+                     "pages": extracted.pages_total or "", "pages_without_text": extracted.pages_without_text}
         else:
-            chunks = split(text, language, config.chunk_tokens, config.chunk_overlap)
+            language = guess_language(text, metadata)
+            if payload.get("chunks") is not None:
+                chunks = locate(text, [(c["n"], c["text"]) for c in payload["chunks"]])
+            else:
+                chunks = split(text, language, config.chunk_tokens, config.chunk_overlap)
+            if not is_code(language):  # Markdown headings, in .md files or in text given as such
+                chunks = layout.with_sections(chunks, structure.markdown_paths(text, chunks))
         if not chunks:
             raise BadDocument("chunking produced no chunk (no text content)")
         limit = get_settings().max_chunks_per_document
@@ -82,7 +97,31 @@ def chunk(collection: str, doc_id: str, version: str) -> None:
         catalog.record_mix(collection, len(chunks) if is_code(language) else 0, 0 if is_code(language) else len(chunks))
     fair.send(CONTEXTUALIZE_TASK, (collection, doc_id, version), queue=document_queue(collection, doc_id),
               priority=contextualize_priority(len(chunks)))
-    states.set_state(collection, doc_id, version, states.CHUNKED, chunks_total=len(chunks))
+    states.set_state(collection, doc_id, version, states.CHUNKED, chunks_total=len(chunks), **facts)
+
+
+def _extract(collection: str, doc_id: str, version: str, payload: dict) -> dict:
+    """A file's original bytes -> its text and structure, in the sandbox, under limits. The text
+    replaces the original in the body store (later stages and a redelivery read it from there)."""
+    original = body_store().get_original(collection, doc_id, version)
+    if original is None:
+        raise BadDocument("the file is gone from the body store (expired before a worker took it): submit it again")
+    info = payload["original"]
+    try:
+        extracted = sandbox.extract(original, info["media_type"], info.get("name") or doc_id, extraction_limits())
+    except ExtractionError as e:
+        raise BadDocument(f"{detect.LABELS.get(info['media_type'], info['media_type'])}: {e}") from None
+    structure = extracted.to_json()
+    payload = {**payload, "text": structure.pop("text"), "extracted": structure}
+    body_store().put(collection, doc_id, version, payload)
+    body_store().delete_original(collection, doc_id, version)
+    return payload
+
+
+def extraction_limits() -> Limits:
+    s = get_settings()
+    return Limits(max_pages=s.max_pages, max_chars=s.max_extracted_chars, timeout_s=s.extract_timeout_s,
+                  memory_mb=s.extract_memory_mb)
 
 
 @app.task(name=CONTEXTUALIZE_TASK, base=PipelineTask)
@@ -131,10 +170,24 @@ def _warm_then_slice(contextualizer, doc: SourceDocument, chunks: list[Chunk], d
         _contextualize(contextualizer, doc, [first])
         _mark_warm(doc.collection, doc.doc_id, doc.version)
     queue = document_queue(doc.collection, doc.doc_id)
-    for i in range(0, len(rest), size):
-        numbers = [c.n for c in rest[i:i + size]]
+    for numbers in _slices(contextualizer, doc, rest, size):
         if any(n not in done for n in numbers):  # ahead of the collection's other documents: the cache is warm now
             fair.send(SLICE_TASK, (doc.collection, doc.doc_id, doc.version, numbers), queue=queue, front=True)
+
+
+def _slices(contextualizer, doc: SourceDocument, chunks: list[Chunk], size: int) -> list[list[int]]:
+    """Runs of at most ``2 x size`` chunks; a long document's along its windows (each window
+    written once, by the first call of the slice that holds it), else of ``size``."""
+    windowed = getattr(contextualizer, "long_document_plan", lambda _doc: None)(doc)
+    if windowed is None:
+        return [[c.n for c in chunks[i:i + size]] for i in range(0, len(chunks), size)]
+    wanted = {c.n for c in chunks}
+    out: list[list[int]] = []
+    for window in windowed.windows:
+        numbers = [n for n in window.chunks if n in wanted]
+        step = size if len(numbers) > 2 * size else len(numbers) or 1
+        out += [numbers[i:i + step] for i in range(0, len(numbers), step) if numbers[i:i + step]]
+    return out
 
 
 def _hand_to_index(collection: str, doc_id: str, version: str, total: int) -> None:
@@ -184,7 +237,7 @@ def _source(collection, doc_id, version, chunks, language, metadata) -> SourceDo
     if payload is None:
         raise BadDocument("document body is gone from the body store; submit the document again")
     return SourceDocument(collection, doc_id, version, payload["text"], language, metadata,
-                          chunks, payload.get("run"), bool(payload.get("batch")))
+                          chunks, payload.get("run"), bool(payload.get("batch")), structure=payload.get("extracted"))
 
 
 @app.task(name="situate.poll_batch", base=PipelineTask)
@@ -222,11 +275,15 @@ def index(collection: str, doc_id: str, version: str) -> None:
     lacking = [c.n for c in chunks if c.n not in contexts]
     if lacking:
         raise RuntimeError(f"refusing to index half-situated: no context for chunks {lacking[:20]}")
-    rows = [{"n": c.n, "text": c.text, "start": c.start, "end": c.end, "context": contexts[c.n]["text"]}
-            for c in chunks]
+    title = doc.get("title") or None
+    rows = [{"n": c.n, "text": c.text, "start": c.start, "end": c.end, "context": contexts[c.n]["text"],
+             "pages": list(c.pages) if c.pages else None, "section": c.section, "title": title} for c in chunks]
     # One document's chunks, in order: a contextual embedder (voyage-context) needs them together.
-    vectors = embedders.get(config.embedder, config.embed_model).embed_documents(
-        [contextualized_text(r["context"], r["text"]) if config.embed_context else r["text"] for r in rows])
+    # The chunk alone, or with its context (LLM contexts), or with the part of an offline context
+    # meant for the vector (an extracted document's header).
+    embedded = [contextualized_text(r["context"] if config.embed_context else contexts[r["n"]].get("embed", ""), r["text"])
+                for r in rows]
+    vectors = embedders.get(config.embedder, config.embed_model).embed_documents(embedded)
     for row, vector in zip(rows, vectors):
         row["vector"] = vector
     if not catalog.is_current(config):  # dropped (and perhaps made again) while we embedded

@@ -5,6 +5,10 @@ message would be copied into every retry and redelivery, and bloat the broker. T
 written once here, read by the chunk and contextualize stages, and removed once the document
 is indexed (a failed document's body stays, for a retry, up to ``BODY_TTL_S``).
 
+A file to be extracted in a worker (a PDF, an Office file, HTML) is stored as its original bytes
+beside the payload (``put_original``): raw, not base64 in JSON. The chunk stage extracts it,
+writes the extracted text into the payload and drops the original.
+
 Two backends behind one small interface: Redis (default; the broker is already there) and S3
 (``SITUATE_BODY_STORE=s3://bucket/prefix``) for corpora too big to sit in Redis memory.
 """
@@ -25,6 +29,9 @@ BODY_TTL_S = 7 * 24 * 3600
 class BodyStore(Protocol):
     def put(self, collection: str, doc_id: str, version: str, payload: dict[str, Any]) -> None: ...
     def get(self, collection: str, doc_id: str, version: str) -> dict[str, Any] | None: ...
+    def put_original(self, collection: str, doc_id: str, version: str, data: bytes) -> None: ...
+    def get_original(self, collection: str, doc_id: str, version: str) -> bytes | None: ...
+    def delete_original(self, collection: str, doc_id: str, version: str) -> None: ...
     def delete(self, collection: str, doc_id: str, version: str) -> None: ...
     def forget_collection(self, collection: str) -> None: ...
 
@@ -37,6 +44,9 @@ class RedisBodyStore:
     def _key(self, collection: str, doc_id: str, version: str) -> str:
         return "situate:body:" + _name(collection, doc_id, version)
 
+    def _original_key(self, collection: str, doc_id: str, version: str) -> str:
+        return "situate:original:" + _name(collection, doc_id, version)
+
     def put(self, collection, doc_id, version, payload):
         redis_bytes_client().set(self._key(collection, doc_id, version), json.dumps(payload).encode(), ex=BODY_TTL_S)
 
@@ -44,13 +54,23 @@ class RedisBodyStore:
         raw = redis_bytes_client().get(self._key(collection, doc_id, version))
         return None if raw is None else json.loads(raw)
 
+    def put_original(self, collection, doc_id, version, data):
+        redis_bytes_client().set(self._original_key(collection, doc_id, version), data, ex=BODY_TTL_S)
+
+    def get_original(self, collection, doc_id, version):
+        return redis_bytes_client().get(self._original_key(collection, doc_id, version))
+
+    def delete_original(self, collection, doc_id, version):
+        redis_bytes_client().delete(self._original_key(collection, doc_id, version))
+
     def delete(self, collection, doc_id, version):
-        redis_bytes_client().delete(self._key(collection, doc_id, version))
+        redis_bytes_client().delete(self._key(collection, doc_id, version), self._original_key(collection, doc_id, version))
 
     def forget_collection(self, collection):
         r = redis_bytes_client()
-        for key in r.scan_iter(f"situate:body:{collection}/*", count=1000):
-            r.delete(key)
+        for pattern in (f"situate:body:{collection}/*", f"situate:original:{collection}/*"):
+            for key in r.scan_iter(pattern, count=1000):
+                r.delete(key)
 
 
 class S3BodyStore:
@@ -65,12 +85,25 @@ class S3BodyStore:
         self.prefix = parsed.path.strip("/")
         self.s3 = boto3.client("s3")
 
-    def _key(self, collection, doc_id, version):
+    def _key(self, collection, doc_id, version, suffix: str = ".json"):
         from hashlib import sha256
 
         # doc_ids may hold characters S3 keys dislike: hash them, the payload keeps the id.
-        name = f"{collection}/{version}/{sha256(doc_id.encode()).hexdigest()}.json"
+        name = f"{collection}/{version}/{sha256(doc_id.encode()).hexdigest()}{suffix}"
         return f"{self.prefix}/{name}" if self.prefix else name
+
+    def put_original(self, collection, doc_id, version, data):
+        self.s3.put_object(Bucket=self.bucket, Key=self._key(collection, doc_id, version, ".original"), Body=data)
+
+    def get_original(self, collection, doc_id, version):
+        try:
+            obj = self.s3.get_object(Bucket=self.bucket, Key=self._key(collection, doc_id, version, ".original"))
+        except self.s3.exceptions.NoSuchKey:
+            return None
+        return obj["Body"].read()
+
+    def delete_original(self, collection, doc_id, version):
+        self.s3.delete_object(Bucket=self.bucket, Key=self._key(collection, doc_id, version, ".original"))
 
     def put(self, collection, doc_id, version, payload):
         self.s3.put_object(Bucket=self.bucket, Key=self._key(collection, doc_id, version),
@@ -85,6 +118,7 @@ class S3BodyStore:
 
     def delete(self, collection, doc_id, version):
         self.s3.delete_object(Bucket=self.bucket, Key=self._key(collection, doc_id, version))
+        self.delete_original(collection, doc_id, version)
 
     def forget_collection(self, collection):
         prefix = f"{self.prefix}/{collection}/" if self.prefix else f"{collection}/"

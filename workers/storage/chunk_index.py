@@ -66,6 +66,15 @@ def replicas(spec: str) -> dict[str, Any]:
     return {"number_of_replicas": int(spec), "auto_expand_replicas": False}
 
 
+# Where a chunk came from, shown with every hit: its pages [first, last], the heading path it
+# starts under, and its document's title. Added in place to indexes made before they existed.
+CITATION_FIELDS: dict[str, Any] = {
+    "pages": {"type": "integer"},
+    "section": {"type": "keyword", "ignore_above": 2048},
+    "title": {"type": "keyword", "ignore_above": 1024},
+}
+
+
 def mapping(config: CollectionConfig) -> dict[str, Any]:
     text = {"type": "text", "analyzer": "situate_index", "search_analyzer": "situate_search"}
     return {
@@ -89,6 +98,7 @@ def mapping(config: CollectionConfig) -> dict[str, Any]:
                 "context": text,
                 "start": {"type": "integer", "index": False},
                 "end": {"type": "integer", "index": False},
+                **CITATION_FIELDS,
                 # Users' metadata, one field however many keys it has (a dynamic mapping would
                 # let one document with a thousand keys use up the index's field limit for the
                 # whole collection); its leaves are keywords, filtered as ``metadata.<key>``.
@@ -112,7 +122,13 @@ def ensure_index(config: CollectionConfig) -> None:
     the data) has no ``_meta`` of ours: it is replaced."""
     client = opensearch_client()
     if client.indices.exists(index=config.index_name):
-        if (config.index_name, config.generation) in _checked or _is_ours(config):
+        if (config.index_name, config.generation) in _checked:
+            return
+        properties = _properties(config)
+        if properties is not None:  # ours: bring it up to today's mapping (fields only ever added)
+            missing = {k: v for k, v in CITATION_FIELDS.items() if k not in properties}
+            if missing:
+                client.indices.put_mapping(index=config.index_name, body={"properties": missing})
             _checked.add((config.index_name, config.generation))
             return
         client.indices.delete(index=config.index_name, ignore_unavailable=True)
@@ -134,9 +150,15 @@ def delete_stray_index(config: CollectionConfig) -> None:
         client.indices.delete(index=config.index_name, ignore_unavailable=True)
 
 
+def _properties(config: CollectionConfig) -> dict[str, Any] | None:
+    """The index's field mapping if the index is ours (our ``_meta``), else None."""
+    mappings = opensearch_client().indices.get_mapping(index=config.index_name).get(config.index_name, {}).get(
+        "mappings", {})
+    return mappings.get("properties", {}) if "situate" in mappings.get("_meta", {}) else None
+
+
 def _is_ours(config: CollectionConfig) -> bool:
-    meta = opensearch_client().indices.get_mapping(index=config.index_name).get(config.index_name, {})
-    return "situate" in meta.get("mappings", {}).get("_meta", {})
+    return _properties(config) is not None
 
 
 def delete_index(config: CollectionConfig) -> None:
@@ -152,9 +174,13 @@ class WriteNotNow(WriteRefused):
 
 
 def _source(doc_id: str, version: str, seq: int, row: dict[str, Any], metadata: dict[str, Any]) -> dict[str, Any]:
-    return {"doc_id": doc_id, "chunk": row["n"], "version": version, "seq": seq, "text": row["text"],
-            "context": row["context"], "start": row.get("start"), "end": row.get("end"), "metadata": metadata,
-            "vector": [float(x) for x in row["vector"]]}
+    source = {"doc_id": doc_id, "chunk": row["n"], "version": version, "seq": seq, "text": row["text"],
+              "context": row["context"], "start": row.get("start"), "end": row.get("end"), "metadata": metadata,
+              "vector": [float(x) for x in row["vector"]]}
+    for field in CITATION_FIELDS:
+        if row.get(field):
+            source[field] = row[field]
+    return source
 
 
 def write_version(config: CollectionConfig, doc_id: str, version: str, seq: int, rows: list[dict[str, Any]],

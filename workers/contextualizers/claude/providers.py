@@ -14,6 +14,11 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
+try:  # the SDK's HTTP library: anthropic 2.x is on httpx2 (a fork of httpx), 0.x on httpx
+    from httpx2 import TransportError
+except ImportError:  # pragma: no cover - older SDKs
+    from httpx import TransportError
+
 from workers import models
 from workers.documents import PublicError
 from workers.settings import get_settings
@@ -35,8 +40,16 @@ class Fault(Exception):
 class Prompt:
     cached: str | None     # the document block; identical for every chunk of the document
     cache: bool            # put a breakpoint after it (False below the model's minimum)
-    preceding: str | None  # long documents: the chunks just before this one
     instruction: str
+    # A long document's cached text in parts, a breakpoint after each: its opening, then the
+    # window the chunk is in (``contextualizers.windows``). Empty: ``cached`` is one block.
+    parts: tuple[str, ...] = ()
+
+    def blocks(self) -> list[tuple[str, bool]]:
+        """The cached text as (text, breakpoint after it)."""
+        if self.cached is None:
+            return []
+        return [(part, self.cache) for part in (self.parts or (self.cached,))]
 
 
 @dataclass
@@ -78,13 +91,11 @@ class AnthropicProvider:
     def content(prompt: Prompt, ttl: str = "5m") -> list[dict[str, Any]]:
         """Document block first (with the breakpoint), then the chunk-specific blocks."""
         content: list[dict[str, Any]] = []
-        if prompt.cached is not None:
-            block: dict[str, Any] = {"type": "text", "text": prompt.cached}
-            if prompt.cache:
+        for text, breakpoint in prompt.blocks():
+            block: dict[str, Any] = {"type": "text", "text": text}
+            if breakpoint:
                 block["cache_control"] = {"type": "ephemeral"} if ttl == "5m" else {"type": "ephemeral", "ttl": ttl}
             content.append(block)
-        if prompt.preceding:
-            content.append({"type": "text", "text": prompt.preceding})
         content.append({"type": "text", "text": prompt.instruction})
         return content
 
@@ -126,6 +137,10 @@ class AnthropicProvider:
             raise LLMError(f"Anthropic refused the request ({status}): {e}") from None
         except (a.APIConnectionError, a.APITimeoutError) as e:
             raise Fault("http_5xx", None, f"connection: {e}") from None
+        except TransportError as e:
+            # The SDK wraps errors of the request only: once a stream's headers are in, a read
+            # timeout or a dropped connection while iterating reaches us as httpx's own.
+            raise Fault("http_5xx", None, f"connection: {type(e).__name__} {e}") from None
         return Answer("".join(text), stop, u_in, u_write, u_read, u_out)
 
 
@@ -147,12 +162,10 @@ class BedrockProvider:
         from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 
         content: list[dict[str, Any]] = []
-        if prompt.cached is not None:
-            content.append({"text": prompt.cached})
-            if prompt.cache:
+        for text, breakpoint in prompt.blocks():
+            content.append({"text": text})
+            if breakpoint:
                 content.append({"cachePoint": {"type": "default"}})
-        if prompt.preceding:
-            content.append({"text": prompt.preceding})
         content.append({"text": prompt.instruction})
         try:
             extra = {"additionalModelRequestFields": self.extras} if self.extras else {}

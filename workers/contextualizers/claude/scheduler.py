@@ -6,8 +6,10 @@ and a per-worker bound (``callpool``). All of a document's calls are issued toge
 sit well inside the cache TTL; documents too short for the model's cache minimum get no
 breakpoint (a write would cost 1.25x for nothing) and fan out at once.
 
-Long documents (over ``llm_max_document_tokens``): the first k chunks stand for the document
-as the cached block, then the m chunks just before the current one, never a chunk twice.
+Long documents (over ``llm_max_document_tokens``): the document's opening and the window of
+its own section the chunk is in, two cached blocks (``contextualizers.windows``). The first call
+warms the opening and its window; then each other window's first call (reading the opening,
+writing the window), and, once that one is answered, the rest of its chunks.
 
 Faults: 429 waits ``retry-after`` (and empties the shared request bucket so every worker
 backs off); 529 backs off exponentially with jitter; other 5xx and connection errors retry;
@@ -25,7 +27,7 @@ from typing import Any, Callable, Iterator
 
 from workers import models
 from workers.chunking import Chunk
-from workers.contextualizers import prompts
+from workers.contextualizers import prompts, windows
 from workers.contextualizers.base import Context, SourceDocument
 from workers.contextualizers.claude import usage
 from workers.contextualizers.claude.callpool import CallPool, worker_pool
@@ -36,13 +38,6 @@ from workers.settings import get_settings
 from workers.storage.catalog import CollectionConfig
 
 log = logging.getLogger("situate.llm")
-
-
-def window(chunks: list[Chunk], i: int, first: int, previous: int) -> tuple[list[Chunk], list[Chunk]]:
-    """The long-document window for chunk ``i``: the first ``first`` chunks, then the
-    ``previous`` chunks before ``i`` that are not already among them."""
-    start = max(first, i - previous)
-    return chunks[:first], chunks[start:i]
 
 
 class LLMContextualizer:
@@ -64,6 +59,7 @@ class LLMContextualizer:
         # with different ratios, and the document block is the big, costly one to get wrong.
         self.document_tokens = TokenCalibration()
         self.prompt_tokens = TokenCalibration()
+        self._plans: dict[tuple[str, str, str], windows.Plan] = {}  # a long document's windows, once per document
 
     def _calibrate(self, cached_est: int, rest_est: int, answer: "Answer") -> None:
         if answer.cache_write_tokens:
@@ -74,28 +70,42 @@ class LLMContextualizer:
             self.document_tokens.observe(cached_est, answer.input_tokens - round(self.prompt_tokens.mean * rest_est))
 
     # -- one chunk ---------------------------------------------------------------------------
+    def plan(self, doc: SourceDocument) -> windows.Plan:
+        """A long document's opening and windows (the same for every chunk and every slice)."""
+        key = (doc.collection, doc.doc_id, doc.version)
+        if key not in self._plans:
+            s = get_settings()
+            self._plans = {key: windows.plan(doc.text, doc.chunks, lambda t: models.estimate_tokens(t, self.spec),
+                                             s.llm_long_doc_opening_tokens, s.llm_long_doc_window_tokens)}
+        return self._plans[key]
+
+    def long_document_plan(self, doc: SourceDocument) -> windows.Plan | None:
+        """The windows of a document too long to read whole, None for the others (slicing follows them)."""
+        if models.estimate_tokens(doc.text, self.spec) <= get_settings().llm_max_document_tokens:
+            return None
+        return self.plan(doc)
+
     def _prompt(self, doc: SourceDocument, chunk: Chunk, long_doc: bool) -> Prompt:
-        s = get_settings()
         instruction = prompts.chunk_instruction(chunk.text, self.config.prompt)
+        parts: tuple[str, ...] = ()
         if not long_doc:
             cached = prompts.document_block(doc.text)
-            preceding = None
         else:
-            position = next(i for i, c in enumerate(doc.chunks) if c.n == chunk.n)
-            head, before = window(doc.chunks, position, s.long_doc_first_chunks, s.long_doc_previous_chunks)
-            cached = prompts.document_block("".join(c.text for c in head), partial=True)
-            preceding = prompts.PRECEDING_BLOCK.format(preceding="".join(c.text for c in before)) if before else None
+            plan = self.plan(doc)
+            window = plan.window_of(chunk.n)
+            parts = (prompts.opening_block(plan.opening), prompts.window_block(window.title, window.text))
+            cached = "".join(parts)
         # A breakpoint costs nothing below the model's minimum (the API then caches nothing and
         # charges plain input), so near the threshold we set it rather than trust an estimate;
         # a single-chunk document never reads its write back, so it gets none.
         cache = len(doc.chunks) > 1 and models.estimate_tokens(cached, self.spec) >= 0.8 * self.spec.min_cacheable_tokens
-        return Prompt(cached, cache, preceding, instruction)
+        return Prompt(cached, cache, instruction, parts)
 
     def _call(self, doc: SourceDocument, run: str | None, chunk: Chunk, prompt: Prompt, expect_read: bool,
                  on_started: Callable[[dict[str, int]], None] | None) -> Context:
         s = get_settings()
         cached_tokens = models.estimate_tokens(prompt.cached or "", self.spec)
-        rest_tokens = models.estimate_tokens(prompt.instruction + (prompt.preceding or ""), self.spec)
+        rest_tokens = models.estimate_tokens(prompt.instruction, self.spec)
         # Reserve what the provider will count: cache reads don't count toward input limits.
         reading = prompt.cache and expect_read
         reserve_in = self.prompt_tokens.reserve(rest_tokens) + (0 if reading else self.document_tokens.reserve(cached_tokens))
@@ -144,7 +154,7 @@ class LLMContextualizer:
                  "latency_ms": round(latency * 1000)}
             usage.record_call(doc.collection, run, doc.doc_id, chunk.n, self.config.model, u, latency, cost, attempt,
                               first_token_s=first_token[0] if first_token else None,
-                              text_chars=(len(prompt.cached or ""), len(prompt.instruction) + len(prompt.preceding or "")))
+                              text_chars=(len(prompt.cached or ""), len(prompt.instruction)))
             text = " ".join(answer.text.split())
             if answer.stop_reason == "refusal":
                 raise LLMError(f"chunk {chunk.n}: the model refused to answer")
@@ -160,6 +170,11 @@ class LLMContextualizer:
         plans = [(c, self._prompt(doc, c, long_doc)) for c in chunks]
         if not plans:
             return
+        # Calls that share a cached prefix: the whole document, or one window of a long one.
+        groups: dict[str, list[tuple[Chunk, Prompt]]] = {}
+        for chunk, prompt in plans:
+            groups.setdefault(prompt.cached or "", []).append((chunk, prompt))
+        group_of = {chunk.n: key for key, members in groups.items() for chunk, _ in members}
         cacheable = plans[0][1].cache
         pool = worker_pool()
         started = threading.Event()
@@ -170,26 +185,38 @@ class LLMContextualizer:
             started.set()
 
         calls: list[dict[str, Any]] = []
+        by_group: dict[str, list[dict[str, Any]]] = {}
         pending: dict[Future, Chunk] = {}
-        waiting = list(plans)
+        warming: dict[Future, list[tuple[Chunk, Prompt]]] = {}  # a window's first call -> the rest of it
 
-        def submit(chunk: Chunk, prompt: Prompt, expect_read: bool, warm_up: bool = False) -> None:
+        def submit(chunk: Chunk, prompt: Prompt, expect_read: bool, warm_up: bool = False) -> Future:
             first = not pending and not calls and not doc.warm  # this document's first call
-            pending[pool.submit(CallPool.FIRST if first else CallPool.REST, self._call, doc, run, chunk,
-                                prompt, expect_read, on_started if warm_up else None)] = chunk
+            future = pool.submit(CallPool.FIRST if first else CallPool.REST, self._call, doc, run, chunk,
+                                 prompt, expect_read, on_started if warm_up else None)
+            pending[future] = chunk
+            return future
 
+        ready: list[tuple[Chunk, Prompt]] = []
+        cold: list[list[tuple[Chunk, Prompt]]] = []  # windows whose block is not written yet
         try:
-            if cacheable and len(waiting) > 1 and not doc.warm:
+            first_key = plans[0][1].cached or ""
+            if cacheable and len(plans) > 1 and not doc.warm:
                 # Warm first: one call, and wait until its response starts (or it ends).
-                chunk, prompt = waiting.pop(0)
-                submit(chunk, prompt, expect_read=False, warm_up=True)
+                members = groups[first_key]
+                submit(*members[0], expect_read=False, warm_up=True)
                 warm_up = next(iter(pending))
                 while not started.wait(0.05) and not warm_up.done():
                     pass
                 if warm_up.done() and warm_up.exception():
                     raise warm_up.exception()
+                ready = list(members[1:])
+                cold = [g for key, g in groups.items() if key != first_key]
             else:
                 started.set()
+                if cacheable and plans[0][1].parts:  # a slice of a long document: its opening is
+                    cold = list(groups.values())      # warm, its windows are written by their first call
+                else:
+                    ready = list(plans)
             # Reserve rate-limit budget for reads only where a read is due: the document is
             # known warm, or our warm-up really cached the prefix (near the model's minimum our
             # token estimate can be on either side of it). A lone call on a cold document (a
@@ -198,29 +225,50 @@ class LLMContextualizer:
             reads = cacheable and (doc.warm or warm.get("cache_write_tokens", 0) + warm.get("cache_read_tokens", 0) > 0)
             bound = s.llm_document_concurrency
             error: BaseException | None = None
-            while pending or (waiting and error is None):
-                while waiting and error is None and len(pending) < bound:
-                    chunk, prompt = waiting.pop(0)
-                    submit(chunk, prompt, expect_read=reads)
+            while pending or ((ready or cold) and error is None):
+                while error is None and len(pending) < bound and (ready or cold):
+                    if cold:  # each window's first call first: every window written early, inside the TTL
+                        members = cold.pop(0)
+                        warming[submit(*members[0], expect_read=False)] = members[1:]
+                    else:
+                        submit(*ready.pop(0), expect_read=reads)
                 done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
                 for future in done:
                     chunk = pending.pop(future)
+                    rest = warming.pop(future, [])
                     if future.exception() is not None:
                         # Stop sending, but let the calls in flight finish and hand them over
                         # for checkpointing: they are paid for.
                         error = error or future.exception()
                         continue
+                    ready.extend(rest)  # its window is written: the rest of it reads
                     calls.append(future.result().usage)
+                    by_group.setdefault(group_of[chunk.n], []).append(future.result().usage)
                     yield chunk, future.result()
             if error is not None:
                 raise error  # the document fails; a retry pays only for what is missing
         finally:
             for future in pending:
                 future.cancel()
-        # The cacheable prefix as the provider counted it: 0 when it cached nothing (too short).
-        prefix = max((max(c["cache_write_tokens"], c["cache_read_tokens"]) for c in calls), default=0)
         usage.record_document(doc.collection, run, doc.doc_id, self.config.model, calls,
-                              models.estimate_tokens(doc.text, self.spec), prefix, already_cached=doc.warm)
+                              models.estimate_tokens(doc.text, self.spec), best_read=self._best_read(by_group, doc.warm),
+                              already_cached=doc.warm)
+
+    @staticmethod
+    def _best_read(by_group: dict[str, list[dict[str, Any]]], already_warm: bool) -> int:
+        """The cache reads the same calls could have had at best: every call of a prefix reads it
+        but the one that writes it (none, on a document already warm); each window's first call
+        can still read the opening, which is the cache read such a call did get."""
+        best = 0
+        for group in by_group.values():
+            prefix = max((max(c["cache_write_tokens"], c["cache_read_tokens"] + c["cache_write_tokens"])
+                          for c in group), default=0)
+            best += (len(group) if already_warm else max(0, len(group) - 1)) * prefix
+        if len(by_group) > 1:
+            firsts = [min(group, key=lambda c: -c["cache_write_tokens"]) for group in by_group.values()]
+            opening = max((c["cache_read_tokens"] for c in firsts if c["cache_write_tokens"]), default=0)
+            best += (len(by_group) - 1) * opening
+        return best
 
 
 def anthropic_contextualizer(config: CollectionConfig) -> LLMContextualizer:

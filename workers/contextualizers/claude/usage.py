@@ -105,12 +105,12 @@ def record_fault(collection: str, run: str | None, kind: str, model: str = "") -
 
 
 def record_document(collection: str, run: str | None, doc_id: str, model: str, calls: list[dict[str, Any]],
-                    document_tokens: int, cacheable_prefix: int, already_cached: bool = False) -> dict[str, Any]:
-    """Summarise one document's calls (or, with ``already_cached``, one slice of a big
-    document after its warm-up call: every call could read); returns the summary."""
+                    document_tokens: int, best_read: int, already_cached: bool = False) -> dict[str, Any]:
+    """Summarise one document's calls (or, with ``already_cached``, one slice of a big document
+    after its warm-up call), with the cache reads they could have had at best; returns the summary."""
     total_in = sum(c["input_tokens"] + c["cache_write_tokens"] + c["cache_read_tokens"] for c in calls)
     read = sum(c["cache_read_tokens"] for c in calls)
-    best = (len(calls) if already_cached else max(0, len(calls) - 1)) * cacheable_prefix
+    best = best_read
     summary = {"event": "document", "collection": collection, "doc_id": doc_id, "model": model,
                "calls": len(calls), "document_tokens": document_tokens,
                "cache_read_ratio": round(read / total_in, 4) if total_in else 0.0,
