@@ -57,12 +57,16 @@ def stop(proc: subprocess.Popen, timeout: float = 30) -> None:
         return
     try:
         os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:  # not a group of its own (started without start_new_session)
+        proc.terminate()
+    try:
         proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            proc.kill()
         proc.wait()
-    except ProcessLookupError:
-        pass
 
 
 class Worker:

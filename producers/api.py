@@ -17,19 +17,22 @@ an id to find it in the log, and nothing of its internals.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import uuid
-from typing import Annotated, Any, Callable, Union
+from typing import Annotated, Any, AsyncIterator, Callable, Union
 
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from starlette.routing import Route
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from producers import auth, dashboard, http_guard, prometheus
+from producers import auth, dashboard, http_guard, mcp_server, prometheus
 from producers.retrieval import rerankers
+from producers.retrieval.hits import HitOut, SearchOut
 from producers.retrieval.search import SearchOptions, search
 from producers.submit import RawDocument, submit
 from workers import allowlist, lifecycle
@@ -38,8 +41,17 @@ from workers.storage import capacity, catalog, chunk_index, states
 
 log = logging.getLogger("situate.api")
 
+mcp_endpoint = mcp_server.HTTPEndpoint()
+
+
+@contextlib.asynccontextmanager
+async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+    async with mcp_endpoint.running():
+        yield
+
+
 # The schema and the docs page are served behind the same tokens as the rest (below).
-app = FastAPI(title="situate", version="0.2.0", docs_url=None, redoc_url=None, openapi_url=None,
+app = FastAPI(title="situate", version="0.2.0", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan,
               description="Contextual Retrieval at production scale: ingest documents, search them.")
 
 
@@ -177,22 +189,6 @@ def documented(model: type[BaseModel]) -> dict[str, Any]:
         "schema": model.model_json_schema(ref_template="#/components/schemas/{model}")}}}}
 
 
-class HitOut(BaseModel):
-    doc_id: str
-    chunk: int
-    score: float
-    text: str
-    context: str
-    metadata: dict[str, Any]
-    pages: list[int] | None = Field(None, description="[first, last] page (1-based), for paged documents.")
-    section: str | None = Field(None, description="The heading path the chunk starts under.")
-    title: str | None = Field(None, description="The document's title.")
-
-
-class SearchOut(BaseModel):
-    hits: list[HitOut]
-
-
 # -- routes --------------------------------------------------------------------------------------
 
 @app.get("/healthz", include_in_schema=False)
@@ -219,6 +215,8 @@ async def metrics_page() -> Response:
 
 
 app.include_router(dashboard.router)
+# MCP (Streamable HTTP) for agents: the same search as below, as tools (``producers.mcp_server``).
+app.router.routes.append(Route("/mcp", endpoint=mcp_endpoint, methods=["GET", "POST", "DELETE"]))
 
 
 @app.put("/v1/collections/{collection}", dependencies=[Depends(allowed("admin"))], openapi_extra=documented(CollectionIn))
@@ -414,5 +412,4 @@ async def search_collection(collection: str, response: Response,
     except ValueError as e:  # an unknown reranker, say
         raise HTTPException(422, str(e)) from None
     response.headers["Server-Timing"] = ", ".join(f"{name};dur={ms:.1f}" for name, ms in timings.items())
-    return SearchOut(hits=[HitOut(doc_id=h.doc_id, chunk=h.chunk, score=h.score, text=h.text, context=h.context,
-                                  metadata=h.metadata, pages=h.pages, section=h.section, title=h.title) for h in hits])
+    return SearchOut(hits=[HitOut.of(h) for h in hits])

@@ -1,4 +1,5 @@
-"""A small Python client for the HTTP API.
+"""A small Python client for the HTTP API, and its async twin for the read side (search and
+documents' states: what agents and the framework retrievers need).
 
     from producers.client import SituateClient
     with SituateClient("http://127.0.0.1:8000", token="...") as c:
@@ -6,10 +7,14 @@
         c.add_file("docs", "reports/3M_2018_10K.pdf")
         c.wait("docs", ["a"])
         hits = c.search("docs", "what is a?", k=5)
+
+    async with AsyncSituateClient("http://127.0.0.1:8000", token="...") as c:
+        hits = await c.search("docs", "what is a?", k=5)
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from pathlib import Path
@@ -21,6 +26,25 @@ import httpx
 
 class SituateError(RuntimeError):
     pass
+
+
+def _search_body(query: str, k: int, filters: dict[str, Any] | None, mode: str, options: dict[str, Any]) -> dict[str, Any]:
+    return {"query": query, "k": k, "filters": filters, "mode": mode, **options}
+
+
+def _busy_wait(response: httpx.Response, give_up: float) -> int | None:
+    """Seconds to wait before asking again: a 503 with Retry-After (the server's Redis is
+    draining), while patience lasts; else None."""
+    retry_after = response.headers.get("retry-after", "")
+    if response.status_code == 503 and retry_after.isdigit() and time.monotonic() < give_up:
+        return int(retry_after)
+    return None
+
+
+def _result(method: str, path: str, response: httpx.Response) -> Any:
+    if response.status_code >= 400:
+        raise SituateError(f"{method} {path} -> {response.status_code}: {response.text[:500]}")
+    return response.json()
 
 
 class SituateClient:
@@ -43,13 +67,10 @@ class SituateClient:
         give_up = time.monotonic() + busy_patience_s
         while True:
             response = self._http.request(method, path, **kwargs)
-            retry_after = response.headers.get("retry-after", "")
-            if response.status_code == 503 and retry_after.isdigit() and time.monotonic() < give_up:
-                time.sleep(int(retry_after))
-                continue
-            if response.status_code >= 400:
-                raise SituateError(f"{method} {path} -> {response.status_code}: {response.text[:500]}")
-            return response.json()
+            wait = _busy_wait(response, give_up)
+            if wait is None:
+                return _result(method, path, response)
+            time.sleep(wait)
 
     def create_collection(self, collection: str, **settings: Any) -> dict[str, Any]:
         return self._call("PUT", f"/v1/collections/{collection}", json=settings)
@@ -102,5 +123,39 @@ class SituateClient:
     def search(self, collection: str, query: str, k: int = 10, filters: dict[str, Any] | None = None,
                mode: str = "hybrid", **options: Any) -> list[dict[str, Any]]:
         """``options``: fusion, context_weight, dense_weight, rrf_k, reranker (default: the collection's)."""
-        body = {"query": query, "k": k, "filters": filters, "mode": mode, **options}
+        body = _search_body(query, k, filters, mode, options)
         return self._call("POST", f"/v1/collections/{collection}/search", json=body)["hits"]
+
+
+class AsyncSituateClient:
+    """The read side of ``SituateClient`` on asyncio (``httpx.AsyncClient``)."""
+
+    def __init__(self, base_url: str = "http://127.0.0.1:8000", token: str | None = None, timeout: float = 60.0):
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.AsyncClient(base_url=base_url, headers=headers, timeout=timeout)
+
+    async def __aenter__(self) -> "AsyncSituateClient":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def _call(self, method: str, path: str, busy_patience_s: float = 600, **kwargs) -> Any:
+        give_up = time.monotonic() + busy_patience_s
+        while True:
+            response = await self._http.request(method, path, **kwargs)
+            wait = _busy_wait(response, give_up)
+            if wait is None:
+                return _result(method, path, response)
+            await asyncio.sleep(wait)
+
+    async def get_document(self, collection: str, doc_id: str) -> dict[str, Any]:
+        return await self._call("GET", f"/v1/collections/{collection}/documents/{quote(doc_id)}")
+
+    async def search(self, collection: str, query: str, k: int = 10, filters: dict[str, Any] | None = None,
+                     mode: str = "hybrid", **options: Any) -> list[dict[str, Any]]:
+        body = _search_body(query, k, filters, mode, options)
+        return (await self._call("POST", f"/v1/collections/{collection}/search", json=body))["hits"]

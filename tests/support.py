@@ -14,7 +14,7 @@ from harness import ROOT, SITUATE
 SHARED = ROOT.parent / "shared"
 COOKBOOK = SHARED / "data" / "cookbook"
 SECRET_KEY = "sk-ant-test-SECRET-0123456789"
-TEST_MODEL = "claude-haiku-5-5"  # 2,048-token cache minimum in the table
+TEST_MODEL = "claude-haiku-5-5"  # caches from 512 tokens (the seeds; workers/models.py)
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess:

@@ -149,8 +149,8 @@ def _print_estimate(collection: str, requested: dict, documents, json_output: bo
 
     try:
         config = lifecycle.planned(collection, **requested)
-    except (CollectionError, ValueError) as e:
-        fail(str(e))
+    except (CollectionError, ValueError) as error:
+        fail(str(error))
     e = estimate(config, documents)
     if json_output:
         print(json.dumps(e.to_json()))

@@ -27,6 +27,7 @@ cli.command()(documents.drop)
 cli.command()(processes.worker)
 cli.command()(processes.api)
 cli.command()(processes.flower)
+cli.command()(processes.mcp)
 cli.add_typer(tokens.tokens, name="token")
 
 

@@ -1,8 +1,10 @@
-"""The long-running processes: ``situate worker`` (Celery), ``situate api`` (uvicorn) and
-``situate flower`` (Celery's Flower, for our app, behind authentication)."""
+"""The long-running processes: ``situate worker`` (Celery), ``situate api`` (uvicorn),
+``situate flower`` (Celery's Flower, for our app, behind authentication) and ``situate mcp``
+(the MCP tools over stdio, for an agent that starts it)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Optional
 
 import typer
@@ -70,6 +72,37 @@ def api(host: str = typer.Option("127.0.0.1"), port: int = typer.Option(8000)) -
     get_settings.cache_clear()
     logs.configure("INFO")
     uvicorn.run("producers.api:app", host=host, port=port, log_config=None, access_log=True)
+
+
+def mcp(token_file: Optional[Path] = typer.Option(
+        None, "--token-file", help="A file holding the token to act with (`situate token create`); its scope holds.")) -> None:
+    """Serve situate's MCP tools (search, list_collections, read) over stdio, for an MCP client
+    that starts this command. Reads Redis and OpenSearch itself: no API needed. Without
+    --token-file it acts as the deployment's admin, which needs SITUATE_API_TOKEN in its
+    environment (or a developer's machine where no token exists at all)."""
+    from producers import auth
+    from producers.cli.common import fail
+    from producers.mcp_server import stdio_server
+    from workers import logs
+    from workers.settings import get_settings
+
+    logs.configure("WARNING")  # stderr: stdout carries the protocol
+    token = None
+    if token_file is not None:
+        try:
+            token = token_file.read_text().strip()
+        except OSError as e:
+            fail(f"cannot read --token-file: {e.strerror}")
+        if not token:
+            fail(f"--token-file {token_file} is empty")
+    elif not get_settings().api_token and not auth.open_mode():
+        fail("give --token-file (a token from `situate token create`), or run with the deployment's "
+             "SITUATE_API_TOKEN in the environment to act as its admin")
+    try:
+        server = stdio_server(token)
+    except auth.Denied as e:
+        fail(f"--token-file: {e}")
+    server.run("stdio")
 
 
 def flower(host: str = typer.Option("127.0.0.1"), port: int = typer.Option(5555)) -> None:

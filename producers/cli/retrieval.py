@@ -202,11 +202,9 @@ def _print_results(results, loaded, names, labelled, source, compare, report, js
 
 def citation(hit) -> str:
     """Where a hit is: ``3M_2018_10K.pdf p. 60 · Item 8 › Cash flows`` (pages and section when known)."""
-    where = hit.doc_id
-    if hit.pages:
-        first, last = hit.pages[0], hit.pages[-1]
-        where += f" p. {first}" if first == last else f" pp. {first}-{last}"
-    return where + (f" · {hit.section}" if hit.section else "")
+    from producers.retrieval.hits import citation as where
+
+    return where(hit.doc_id, hit.pages, hit.section)
 
 
 def describe(name: str, c, overrides: dict) -> str:

@@ -105,8 +105,9 @@ def test_a_chunked_body_is_refused_as_it_passes_the_limit_and_a_strangers_is_not
                                  "Transfer-Encoding: chunked\n", chunked(64 << 20))
     growth = (peak_rss_kb(api) - before) * 1024
     assert status == 413
-    # The body up to the limit is all it held (allocator and socket buffers aside: 1 MB).
-    assert growth < LIMIT + 1_000_000, f"a 64 MB chunked body grew the API by {growth:,} bytes"
+    # The body up to the limit is all it held: one buffer, which CPython grows by an eighth at a
+    # time (so up to 9/8 of the limit), allocator and socket buffers aside (1 MB).
+    assert growth < LIMIT * 9 / 8 + 1_000_000, f"a 64 MB chunked body grew the API by {growth:,} bytes"
     print(f"\n[framing] peak memory growth: stranger's 64 MB chunked {stranger_growth / 1e6:.1f} MB, "
           f"with a token {growth / 1e6:.1f} MB (limit {LIMIT / 1e6:.0f} MB)")
 

@@ -220,6 +220,7 @@ def test_flower_refuses_every_request_without_credentials(tmp_path):
     port = free_port()
     log = open(tmp_path / "flower.log", "wb")
     proc = subprocess.Popen([SITUATE, "flower", "--port", str(port)], stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True,
                             env={**os.environ, "SITUATE_FLOWER_USER": "ops", "SITUATE_FLOWER_PASSWORD": "s3cret-pw"})
     url = f"http://127.0.0.1:{port}"
     try:

@@ -158,3 +158,17 @@ def test_a_file_past_the_time_or_memory_limit_stops_its_extractor_not_the_caller
     with pytest.raises(ExtractionError, match="MB"):
         sandbox.extract(big, "text/csv", "big.csv", Limits(memory_mb=400, max_chars=10**9))
     assert "Otterworks" in extract(data, "after.pdf").text
+
+
+def test_threads_extracting_at_once_each_get_their_own_file():
+    """A ``--pool threads`` worker runs chunk tasks in threads: each extraction has a child of
+    its own for its time (one child's pipe shared by two threads mixed up their replies)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    files = {f"report-{i}.pdf": make.pdf([[f"Company number {i} annual report", f"Revenue was {i * 111} dollars."]] * 3)
+             for i in range(12)}
+    with ThreadPoolExecutor(6) as threads:
+        texts = dict(zip(files, threads.map(lambda name: extract(files[name], name).text, files)))
+    for name, text in texts.items():
+        i = int(name.split("-")[1].split(".")[0])
+        assert f"Company number {i} " in text and f"Revenue was {i * 111} dollars" in text

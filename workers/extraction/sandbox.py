@@ -9,7 +9,8 @@ way; the child runs under ``RLIMIT_AS`` (memory) and is killed past the time lim
 dies, runs out of memory or times out is replaced for the next document; one that served many
 documents is replaced too (memory fragmentation). The child is started once per worker process
 and reused: starting Python and the parsers costs ~0.2 s, which a corpus of small files would
-otherwise pay per file.
+otherwise pay per file. A process with many threads (``--pool threads``) borrows from a few
+children, one request each at a time (``Pool``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -104,15 +106,41 @@ class Sandbox:
             self.proc = None
 
 
-_sandbox: Sandbox | None = None
+class Pool:
+    """The sandboxes of one worker process. A child serves one request at a time, and a
+    ``--pool threads`` worker runs many chunk tasks at once: each borrows an idle child (or
+    starts one), at most ``size`` at once, which bounds the memory children may take to
+    ``size`` x ``SITUATE_EXTRACT_MEMORY_MB``. A prefork worker's process uses one."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self.pid = os.getpid()
+        self._slots = threading.BoundedSemaphore(size)
+        self._idle: list[Sandbox] = []
+        self._lock = threading.Lock()
+
+    def extract(self, data: bytes, media_type: str, name: str, limits: Limits) -> Extracted:
+        with self._slots:
+            with self._lock:
+                box = self._idle.pop() if self._idle else Sandbox()
+            try:
+                return box.extract(data, media_type, name, limits)
+            finally:
+                with self._lock:
+                    self._idle.append(box)
+
+
+_pool: Pool | None = None
 
 
 def extract(data: bytes, media_type: str, name: str, limits: Limits) -> Extracted:
-    """Extract in this process's sandbox child (started on first use)."""
-    global _sandbox
-    if _sandbox is None:
-        _sandbox = Sandbox()
-    return _sandbox.extract(data, media_type, name, limits)
+    """Extract in one of this process's sandbox children (started on first use). A forked
+    process (Celery's prefork pool) never shares its parent's children: their pipes are the
+    parent's."""
+    global _pool
+    if _pool is None or _pool.pid != os.getpid():
+        _pool = Pool(max(1, os.cpu_count() or 1))
+    return _pool.extract(data, media_type, name, limits)
 
 
 # -- the child -------------------------------------------------------------------------------------

@@ -278,3 +278,24 @@ def count(config: CollectionConfig, doc_id: str | None = None) -> int:
 
 def refresh(config: CollectionConfig) -> None:
     opensearch_client().indices.refresh(index=config.index_name)
+
+
+READ_FIELDS = ["doc_id", "chunk", "seq", "text", "context", "pages", "section", "title", "metadata"]
+
+
+def read(config: CollectionConfig, doc_id: str, chunks: tuple[int, int] | None = None,
+         pages: tuple[int, int] | None = None, limit: int = 50) -> list[dict[str, Any]]:
+    """A document's indexed chunks in order (its newest version only), to read around a hit:
+    chunks ``first..last``, or those on pages ``first..last`` (a chunk starting or ending on one
+    of them), or the first ones. At most ``limit``."""
+    clauses: list[dict[str, Any]] = [{"term": {"doc_id": doc_id}}]
+    if chunks is not None:
+        clauses.append({"range": {"chunk": {"gte": chunks[0], "lte": chunks[1]}}})
+    if pages is not None:
+        clauses.append({"range": {"pages": {"gte": pages[0], "lte": pages[1]}}})
+    # Two versions coexist briefly while a new one replaces the old (as in search): newest wins.
+    body = {"query": {"bool": {"filter": clauses}}, "size": limit * 2, "_source": READ_FIELDS,
+            "sort": [{"seq": "desc"}, {"chunk": "asc"}]}
+    hits = [h["_source"] for h in opensearch_client().search(index=config.index_name, body=body)["hits"]["hits"]]
+    newest = max((h.get("seq", 0) for h in hits), default=0)
+    return sorted((h for h in hits if h.get("seq", 0) == newest), key=lambda h: h["chunk"])[:limit]
