@@ -8,6 +8,7 @@ with, measured in the same run on the same machine.
     corpora   the offline defaults against plain chunks on every public corpus (bench_corpora)
     llm-cost  Claude's bill per million document tokens, cookbook and FinanceBench (bench_llm_cost)
     extractors  PDF libraries on the filings: pages/s, and plain BM25 page@10 of their text (bench_extractors)
+    reconcile  a reconciler pass's Redis time at 10k, 100k and 1M documents in flight (bench_reconcile)
     scale     100,000 chunks: throughput, memory, index, search at 1k/10k/100k; 1-8 workers (bench_scale)
 """
 
@@ -27,6 +28,7 @@ import bench_corpora  # noqa: E402
 import bench_extractors  # noqa: E402
 import bench_llm_cost  # noqa: E402
 import bench_memory  # noqa: E402
+import bench_reconcile  # noqa: E402
 import bench_retrieval  # noqa: E402
 import bench_scale  # noqa: E402
 import bench_situate  # noqa: E402
@@ -60,6 +62,8 @@ def main() -> None:
     lc.set_defaults(fn=bench_llm_cost.bench_llm_cost)
     ex = sub.add_parser("extractors")
     ex.set_defaults(fn=bench_extractors.bench_extractors)
+    rc = sub.add_parser("reconcile")
+    rc.set_defaults(fn=bench_reconcile.bench_reconcile)
     sc = sub.add_parser("scale")
     sc.add_argument("--chunks", type=int, default=100_000)
     sc.add_argument("--keep", action="store_true", help="keep the collection (default: dropped)")

@@ -31,6 +31,8 @@ COUNTERS = {
                              "Cache reads the same calls could have had at best.", ["collection", "model"]),
     "llm_faults": ("situate_llm_faults", "Provider faults (kind: http_429, http_529, http_5xx); each is "
                    "retried until the attempts or the patience run out.", ["collection", "model", "kind"]),
+    "reconciled": ("situate_reconciled", "Documents the reconciler sent on again: in flight, not moving, and no "
+                   "message anywhere (stage: the task sent).", ["stage"]),
     "stage_transient_retries": ("situate_stage_transient_retries",
                                 "A stage run again in place: Redis, OpenSearch or the broker unreachable.",
                                 ["stage"]),

@@ -85,6 +85,10 @@ class Settings(BaseSettings):
     # A submission of a version already in flight is queued again only when it has not moved
     # for this long (its message was lost, say with a Redis that persisted nothing).
     stale_after_s: float = 3600
+    # The reconciler (pipeline.reconcile): a document in flight that has not moved for this long,
+    # with no message anywhere, is sent on again; a pass at most this often in the fleet (0: off).
+    reconcile_after_s: float = 180
+    reconcile_every_s: float = 30
 
     # Defaults for a new collection's index (see storage.catalog.CollectionConfig).
     index_shards: int = 1

@@ -101,6 +101,43 @@ def test_every_queue_purged_mid_run(standin, fleet, collection_name):
     assert result.duplicate_ids == 0 and result.stale_chunks == 0 and result.paid_twice <= in_flight
 
 
+def test_every_message_lost_mid_run_is_found_by_the_reconciler(standin, fleet, collection_name):
+    """Every message gone at once — Celery's queues, its unacknowledged messages, the fair
+    gate's lines and what it was sending (an operator's FLUSHDB of the broker's keys): the
+    documents stop moving with no message anywhere, and the reconciler sends each on from its
+    checkpoint, with no operator action."""
+    from workers import metrics
+    from workers.connections import redis_client
+    from workers.pipeline.routing import all_queues, sublists
+    from workers.storage import fairqueue
+
+    def reconciled() -> float:
+        return sum(v for _, v in metrics.read_counters().get("reconciled", []))
+
+    standin.configure()
+    before = reconciled()
+    fleet(SITUATE_RECOVERY_S="5", SITUATE_RECONCILE_AFTER_S="10", SITUATE_RECONCILE_EVERY_S="2").start(2)
+    docs = documents(60, tag="lost")
+    submit(collection_name, docs, **LLM)
+    wait_until(lambda: indexed_count(collection_name) >= 5, 120, "the first documents")
+    fault = time.time()
+    r = redis_client()
+    kept = {fairqueue.WAITING, fairqueue.WAITING_TOTAL}  # counts left saying work waits: a drift to notice
+    lost = [name for q in all_queues() for name in sublists(q)] + ["unacked", "unacked_index"]
+    lost += [k for k in r.scan_iter(f"{fairqueue.PREFIX}*", count=1000) if k not in kept]
+    deleted = r.delete(*lost)
+    in_flight = standin.in_flight_during(fault, time.time())
+    took = wait_done(collection_name, [d["id"] for d in docs], timeout=300)
+    result = audit(collection_name, expected_of(docs), standin)
+    resumed = reconciled() - before
+    report("every message lost mid-run (queues, unacked, fair lines)", result, in_flight=in_flight,
+           keys_deleted=deleted, reconciled=int(resumed), done_s_after_loss=round(took, 1))
+    assert deleted >= 1 and resumed >= 1, "nothing was lost: the fault tested nothing"
+    assert took < 300  # within five minutes, no operator action
+    assert result.indexed == len(docs) and result.lost == 0 and not result.failed
+    assert result.duplicate_ids == 0 and result.stale_chunks == 0 and result.paid_twice <= in_flight
+
+
 @pytest.fixture
 def private_opensearch():
     """A one-node OpenSearch of the test's own, so stopping it stops nobody else's searches."""

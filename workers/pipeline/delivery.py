@@ -34,7 +34,7 @@ from celery.worker.request import Request
 
 from workers.connections import redis_client
 from workers.pipeline import guard, presence
-from workers.storage import fairqueue
+from workers.storage import fairqueue, states
 from workers.settings import get_settings
 
 log = logging.getLogger("situate.delivery")
@@ -137,23 +137,29 @@ class GuardedRequest(Request):
 
 
 def heartbeat() -> None:
-    """Keep what this worker holds: its messages invisible to the sweep, its leases alive."""
-    held, tags = {}, {}
+    """Keep what this worker holds: its messages invisible to the sweep, its leases alive, and
+    their documents moving (the reconciler leaves a document alone while a live worker holds
+    its message, waiting for a free slot or for its countdown, or running)."""
+    held, tags, documents = {}, {}, set()
     now = time.time()
-    requests = presence.copy_of(worker_state.reserved_requests)
-    if requests is None:
+    reserved = presence.copy_of(worker_state.reserved_requests)
+    if reserved is None:
         return
-    for request in requests:
+    for request in reserved + (presence.copy_of(worker_state.scheduled_requests) or []):
         tag = getattr(request.message, "delivery_tag", None)
         if tag is not None:
             tags[tag] = now
         if getattr(request, "lease", None):
             key, holder = request.lease
             held[key] = holder
+        args = request.args if isinstance(request.args, (list, tuple)) else ()
+        if request.name.startswith("situate.") and len(args) >= 2:
+            documents.add(states.member(args[0], args[1]))
     try:
         if tags:
             redis_client().zadd("unacked_index", tags, xx=True)  # only those still unacknowledged
         guard.renew_leases(held)
+        states.touch(sorted(documents))
     except guard.TRANSIENT as e:
         log.warning("heartbeat: %s", e)
 

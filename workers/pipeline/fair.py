@@ -26,11 +26,14 @@ from workers.storage import fairqueue
 log = logging.getLogger("situate.fair")
 
 
-def send(task: str, args: tuple[Any, ...] | list[Any], queue: str, priority: int = 0, front: bool = False) -> None:
-    """Queue ``task(*args)`` (args[0] is the collection) on ``queue``, in its collection's turn."""
+def send(task: str, args: tuple[Any, ...] | list[Any], queue: str, priority: int = 0, front: bool = False,
+         admit_now: bool = True) -> None:
+    """Queue ``task(*args)`` (args[0] is the collection, args[1] the document) on ``queue``, in
+    its collection's turn. ``admit_now`` False: the caller admits once after sending many."""
     entry = {"id": str(uuid.uuid4()), "task": task, "args": list(args), "priority": priority, "at": round(time.time(), 3)}
     fairqueue.park(queue, args[0], entry, front=front)
-    admit([queue])
+    if admit_now:
+        admit([queue])
 
 
 def admit(queues: list[str] | None = None) -> int:

@@ -29,7 +29,7 @@ from workers.embedding import registry as embedders
 from workers.extraction import detect, sandbox
 from workers.extraction.document import Extracted, ExtractionError
 from workers.extraction.limits import Limits
-from workers.pipeline import fair
+from workers.pipeline import fair, reconcile  # noqa: F401 - reconcile: a heartbeat duty of every worker
 from workers.pipeline.app import CHUNK_TASK, CONTEXTUALIZE_TASK, INDEX_TASK, SLICE_TASK, app
 from workers.pipeline.guard import PipelineTask
 from workers.pipeline.routing import INDEX_QUEUE, contextualize_priority, document_queue
@@ -138,6 +138,7 @@ def contextualize(collection: str, doc_id: str, version: str) -> None:
             from workers.contextualizers.claude import batches
 
             batch_id, _ = batches.submit(contextualizer, doc, missing)
+            states.annotate(collection, doc_id, batch=f"{version}:{batch_id}")  # the reconciler polls it if lost
             poll_batch.apply_async((collection, doc_id, version, batch_id), queue=document_queue(collection, doc_id),
                                    countdown=get_settings().batch_poll_s)
             return
@@ -259,6 +260,7 @@ def poll_batch(collection: str, doc_id: str, version: str, batch_id: str) -> Non
     missing = [c for c in chunks if c.n not in done]
     if missing:  # the seed has ended: now the rest, reading the seed's cache entry
         next_id, _ = batches.submit(contextualizer, doc, missing)
+        states.annotate(collection, doc_id, batch=f"{version}:{next_id}")
         poll_batch.apply_async((collection, doc_id, version, next_id), queue=queue,
                                countdown=get_settings().batch_poll_s)
         return

@@ -33,6 +33,9 @@ from workers.storage.scripts import script
 
 PREFIX = "situate:fair:"
 SENDING, SENDING_DATA = PREFIX + "sending", PREFIX + "sending:data"
+# Per document (``states.member``): its entries parked or admitted and not yet received. The
+# reconciler's "is its work queued?" in one HMGET, however long the lines.
+WAITING, WAITING_TOTAL = PREFIX + "waiting", PREFIX + "waiting:total"
 
 
 def _line(queue: str, collection: str) -> str:
@@ -47,7 +50,9 @@ def park(queue: str, collection: str, entry: dict[str, Any], front: bool = False
     """Put ``entry`` (it carries its ``id``) in ``collection``'s line for ``queue``; ``front``:
     ahead of that collection's other work (a big document's slices, after its warm-up call)."""
     raw = json.dumps({**entry, "queue": queue, "collection": collection})
-    script("fair_park")(keys=[_line(queue, collection), _ring(queue)], args=[raw, collection, "1" if front else "0"])
+    doc = f"{collection}\x1f{entry['args'][1]}"
+    script("fair_park")(keys=[_line(queue, collection), _ring(queue), WAITING, WAITING_TOTAL],
+                        args=[raw, collection, "1" if front else "0", doc])
 
 
 def admit(queues: dict[str, list[str]], ahead: int, stale_s: float) -> list[dict[str, Any]]:
@@ -62,10 +67,23 @@ def admit(queues: dict[str, list[str]], ahead: int, stale_s: float) -> list[dict
 
 def confirm(ids: list[str]) -> None:
     if ids:
-        pipe = redis_client().pipeline(transaction=False)
-        pipe.zrem(SENDING, *ids)
-        pipe.hdel(SENDING_DATA, *ids)
-        pipe.execute()
+        script("fair_confirm")(keys=[SENDING, SENDING_DATA, WAITING, WAITING_TOTAL], args=ids)
+
+
+def recount_if_drifted(queues: list[str]) -> bool:
+    """The waiting counts say other than the lines hold (lines deleted by hand, a flushed
+    database): count again from the lines, atomically. Cheap when they agree (a few LLENs per
+    collection); a read of every parked entry when they do not. True if it recounted."""
+    _, _, rebuilt = script("fair_recount")(keys=[WAITING, WAITING_TOTAL, SENDING_DATA, *map(_ring, queues)],
+                                           args=[PREFIX, *queues])
+    return bool(rebuilt)
+
+
+def waiting(members: list[str]) -> list[int]:
+    """How many entries of each document (``states.member``) are parked or being sent."""
+    if not members:
+        return []
+    return [int(n or 0) for n in redis_client().hmget(WAITING, members)]
 
 
 def parked(queues: list[str], now: float | None = None) -> dict[str, dict[str, Any]]:
@@ -90,6 +108,11 @@ def parked(queues: list[str], now: float | None = None) -> dict[str, dict[str, A
     return out
 
 
+def queues_with_rings() -> list[str]:
+    r = redis_client()
+    return [ring[len(PREFIX):-len(":ring")] for ring in r.scan_iter(f"{PREFIX}*:ring", count=1000) if ":c:" not in ring]
+
+
 def forget_collection(collection: str) -> None:
     """A dropped collection's parked work goes with it."""
     r = redis_client()
@@ -101,3 +124,4 @@ def forget_collection(collection: str) -> None:
     doomed = [i for i, raw in r.hscan_iter(SENDING_DATA) if json.loads(raw).get("collection") == collection]
     if doomed:
         confirm(doomed)
+    recount_if_drifted(queues_with_rings())  # its lines are gone: their entries no longer wait

@@ -4,7 +4,10 @@ makes a redelivered task a no-op.
 A hash per document — ``state``, the ``version`` being processed and its ``seq`` (a number
 that grows with every submission of the document: newer wins), the ``indexed_version`` and its
 ``chunks`` count, ``error`` — plus per-collection counts by state, kept in step by Lua scripts
-so that ``situate status`` is O(1) at a million documents.
+so that ``situate status`` is O(1) at a million documents — and one sorted set of the
+documents in flight (``MOVING``), by when each last moved, which the same scripts keep: the
+reconciler (``pipeline.reconcile``) reads the oldest of it to find documents that stopped moving,
+at any number of documents finished.
 
 The rules, enforced in the scripts, not by callers:
 
@@ -28,12 +31,25 @@ TERMINAL = (INDEXED, FAILED)
 IN_FLIGHT = (QUEUED, CHUNKED, SITUATED)
 RANK = {QUEUED: 0, CHUNKED: 1, SITUATED: 2, INDEXED: 3}
 
-# Lua helpers shared by the scripts: move the per-state counters with the state.
+MOVING = "situate:moving"  # member: collection \x1f doc id; score: when it last moved (s)
+SEPARATOR = "\x1f"
+
+# Lua helpers shared by the scripts: move the per-state counters with the state, and the
+# document in or out of the in-flight index (its last key; the member is ARGV[#ARGV - 1], the
+# time ARGV[#ARGV]).
 _MOVE = """
 local function move(doc, counts, old, new)
   if old == new then return end
   if old then redis.call('HINCRBY', counts, old, -1) end
   if new then redis.call('HINCRBY', counts, new, 1) end
+end
+local function moved(state)
+  local member, now = ARGV[#ARGV - 1], ARGV[#ARGV]
+  if state == 'queued' or state == 'chunked' or state == 'situated' then
+    redis.call('ZADD', KEYS[#KEYS], now, member)
+  else
+    redis.call('ZREM', KEYS[#KEYS], member)
+  end
 end
 local rank = {queued = 0, chunked = 1, situated = 2, indexed = 3}
 """
@@ -53,7 +69,8 @@ elseif old == 'failed' or (rank[old] or -1) >= rank[new] then
 end
 move(KEYS[1], KEYS[2], old, new)
 redis.call('HSET', KEYS[1], 'state', new)
-for i = 4, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+for i = 4, #ARGV - 2, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+moved(new)
 return 1
 """
 
@@ -71,6 +88,7 @@ move(KEYS[1], KEYS[2], state, 'queued')
 redis.call('HSET', KEYS[1], 'state', 'queued', 'version', ARGV[2], 'seq', seq, 'meta_hash', ARGV[3],
            'error', '', 'submitted', ARGV[4], 'updated', ARGV[4])
 redis.call('SADD', KEYS[3], ARGV[1])
+moved('queued')
 return {'queued', tostring(seq)}
 """
 
@@ -85,6 +103,7 @@ end
 local new_seq = redis.call('INCR', KEYS[4])
 move(KEYS[1], KEYS[2], state, 'queued')
 redis.call('HSET', KEYS[1], 'state', 'queued', 'seq', new_seq, 'error', '', 'submitted', ARGV[4], 'updated', ARGV[4])
+moved('queued')
 return {'queued', tostring(new_seq)}
 """
 
@@ -94,6 +113,7 @@ local state = redis.call('HGET', KEYS[1], 'state')
 move(KEYS[1], KEYS[2], state, 'failed')
 redis.call('HSET', KEYS[1], 'state', 'failed', 'version', '', 'error', ARGV[2], 'updated', ARGV[3])
 redis.call('SADD', KEYS[3], ARGV[1])
+moved('failed')
 return 1
 """
 
@@ -106,6 +126,7 @@ if ARGV[2] ~= '' and (seq or '0') ~= ARGV[2] then return false end
 move(KEYS[1], KEYS[2], state, nil)
 redis.call('DEL', KEYS[1])
 redis.call('SREM', KEYS[3], ARGV[1])
+moved(nil)
 return state
 """
 
@@ -118,8 +139,17 @@ def _keys(collection: str, doc_id: str) -> list[str]:
     return [_doc_key(collection, doc_id), f"situate:counts:{collection}", f"situate:docs:{collection}"]
 
 
-def _run(script: str, keys: list[str], args: list[Any]):
-    return redis_client().register_script(script)(keys=keys, args=args)
+def member(collection: str, doc_id: str) -> str:
+    return f"{collection}{SEPARATOR}{doc_id}"
+
+
+def _run(script: str, collection: str, doc_id: str, args: list[Any], seq_key: bool = False):
+    """Run a state script on a document: KEYS its hash, the collection's counts and documents
+    (and its seq counter), then the in-flight index; ARGV the document id, ``args``, then its
+    in-flight member and the time (``_MOVE``'s ``moved``)."""
+    keys = _keys(collection, doc_id) + ([f"situate:seq:{collection}"] if seq_key else []) + [MOVING]
+    return redis_client().register_script(script)(
+        keys=keys, args=[doc_id, *args, member(collection, doc_id), f"{time.time():.3f}"])
 
 
 def set_state(collection: str, doc_id: str, version: str, state: str, **fields: Any) -> bool:
@@ -128,36 +158,35 @@ def set_state(collection: str, doc_id: str, version: str, state: str, **fields: 
     args: list[Any] = [doc_id, version, state]
     for k, v in {**fields, "updated": f"{time.time():.3f}"}.items():
         args += [k, "" if v is None else str(v)]
-    return bool(_run(_ADVANCE, _keys(collection, doc_id), args))
+    return bool(_run(_ADVANCE, collection, doc_id, args[1:]))
 
 
 def submit(collection: str, doc_id: str, version: str, meta_hash: str, stale_s: float) -> tuple[bool, int]:
     """Record a submission: (True, seq) when it is to be queued; (False, seq) when this very
     version is already in flight (moved within ``stale_s``), so one message runs, not two."""
-    status, seq = _run(_SUBMIT, _keys(collection, doc_id) + [f"situate:seq:{collection}"],
-                       [doc_id, version, meta_hash, f"{time.time():.3f}", stale_s])
+    status, seq = _run(_SUBMIT, collection, doc_id, [version, meta_hash, f"{time.time():.3f}", stale_s],
+                       seq_key=True)
     return status == "queued", int(seq)
 
 
 def rejected(collection: str, doc_id: str, reason: str) -> None:
-    _run(_REJECT, _keys(collection, doc_id), [doc_id, reason, f"{time.time():.3f}"])
+    _run(_REJECT, collection, doc_id, [reason, f"{time.time():.3f}"])
 
 
 def forget(collection: str, doc_id: str) -> str | None:
     """Remove a document's state (it was deleted); returns the state it had."""
-    return _run(_FORGET, _keys(collection, doc_id), [doc_id, ""])
+    return _run(_FORGET, collection, doc_id, [""])
 
 
 def forget_if(collection: str, doc_id: str, seq: int) -> bool:
     """Remove a document's state if it is still submission ``seq``: a delete removes what it saw."""
-    return bool(_run(_FORGET, _keys(collection, doc_id), [doc_id, str(seq)]))
+    return bool(_run(_FORGET, collection, doc_id, [str(seq)]))
 
 
 def retry(collection: str, doc_id: str, version: str, seq: int) -> tuple[bool, int]:
     """Queue failed submission ``seq`` (at ``version``) again: (True, new seq); (False, seq now)
     when the document has moved on since (a newer version, a retry already queued)."""
-    status, new_seq = _run(_RETRY, _keys(collection, doc_id) + [f"situate:seq:{collection}"],
-                           [doc_id, version, str(seq), f"{time.time():.3f}"])
+    status, new_seq = _run(_RETRY, collection, doc_id, [version, str(seq), f"{time.time():.3f}"], seq_key=True)
     return status == "queued", int(new_seq)
 
 
@@ -236,8 +265,44 @@ def doc_ids(collection: str, state: str | None = None, limit: int | None = None)
     return sorted(out)
 
 
+def touch(members: list[str]) -> None:
+    """Documents a live worker holds moved just now (its heartbeat): not stalled, however long
+    their stage runs. Only those still in flight (``XX``)."""
+    if members:
+        now = time.time()
+        redis_client().zadd(MOVING, {m: now for m in members}, xx=True)
+
+
+def stalled(before: float, limit: int) -> list[tuple[str, str, float]]:
+    """The in-flight documents that last moved before ``before``, oldest first, at most
+    ``limit``: (collection, doc id, when). O(log N + limit) at any number of documents."""
+    rows = redis_client().zrangebyscore(MOVING, "-inf", before, start=0, num=limit, withscores=True)
+    out = []
+    for m, at in rows:
+        collection, _, doc_id = m.partition(SEPARATOR)
+        out.append((collection, doc_id, at))
+    return out
+
+
+def fields_of_many(documents: list[tuple[str, str]], *names: str) -> list[tuple[str | None, ...]]:
+    """``fields_of`` for documents of any collections: (collection, doc id) pairs."""
+    pipe = redis_client().pipeline(transaction=False)
+    for collection, doc_id in documents:
+        pipe.hmget(_doc_key(collection, doc_id), *names)
+    return [tuple(row) for row in pipe.execute()]
+
+
+def untrack(member_: str) -> None:
+    """Out of the in-flight index: a member whose document is no longer in flight (a state
+    written before the index existed, say)."""
+    redis_client().zrem(MOVING, member_)
+
+
 def forget_collection(collection: str) -> None:
     r = redis_client()
+    gone = [m for m, _ in r.zscan_iter(MOVING, match=f"{collection}{SEPARATOR}*", count=1000)]
+    for i in range(0, len(gone), 1000):
+        r.zrem(MOVING, *gone[i:i + 1000])
     docs_key = f"situate:docs:{collection}"
     batch: list[str] = []
     for doc_id in r.sscan_iter(docs_key, count=1000):

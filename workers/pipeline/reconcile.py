@@ -1,0 +1,166 @@
+"""The reconciler: a document that stopped moving is found and sent on again, from its last
+checkpoint, with no operator action.
+
+Messages can be lost in ways no single part of the pipeline sees: a queue purged by hand, an
+operator's ``FLUSHDB`` of the broker's database, writes a Redis failover did not replicate, a
+Kombu bug. Then a document sits in ``queued``, ``chunked`` or ``situated`` with no message
+anywhere. The fair gate resends what it admitted and nobody received, and Kombu gives back a dead
+worker's messages; this is the net under both.
+
+How it knows, cheaply at 10M documents: ``states.MOVING`` holds every in-flight document by when
+it last moved — each state move sets it, and every worker heartbeat touches the documents whose
+messages that worker holds (running, waiting for a slot or for a countdown). A pass reads only
+the oldest of it (``ZRANGEBYSCORE … LIMIT``: O(log N + batch)), and for each document older than
+``SITUATE_RECONCILE_AFTER_S`` asks: is its work waiting in the fair gate (``fairqueue.WAITING``,
+one HMGET), or in Celery's queues or delivered-but-unacknowledged lists (read whole: the fair gate
+keeps the queues a few messages deep)? If neither, it is stalled: the task of its state is sent
+again — chunk, contextualize (or the Message Batch poll it was waiting on), index — which resumes
+from the checkpoints, so nothing already paid is paid again. What it resumed is counted
+(``situate_reconciled_total``) and logged. A document found waiting is touched, so each pass
+moves on to the next oldest instead of reading the same backlog again.
+
+One worker at a time runs a pass, by a lease in Redis that also spaces the passes
+(``SITUATE_RECONCILE_EVERY_S``); any worker's heartbeat may take it.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import time
+import uuid
+from collections import Counter
+from typing import Any
+
+from workers import metrics
+from workers.connections import redis_client
+from workers.pipeline import delivery, fair
+from workers.pipeline.app import CHUNK_TASK, CONTEXTUALIZE_TASK, INDEX_TASK, app
+from workers.pipeline.routing import (CHUNK_PRIORITY, CHUNK_QUEUE, INDEX_QUEUE, all_queues, contextualize_priority,
+                                      document_queue, sublists)
+from workers.settings import get_settings
+from workers.storage import fairqueue, states
+
+log = logging.getLogger("situate.reconcile")
+
+LEASE = "situate:reconciler"
+BATCH = 1000
+MAX_BATCHES = 10  # a pass looks at no more than this many batches: bounded, whatever the backlog
+_HOLDER = uuid.uuid4().hex
+_last_pass = 0.0
+
+
+def in_celery() -> set[str]:
+    """The documents (``states.member``) of the messages in Celery's queues and in its
+    delivered-but-unacknowledged hash."""
+    r = redis_client()
+    found: set[str] = set()
+    raws: list[Any] = []
+    for queue in all_queues():
+        for key in sublists(queue):
+            raws += r.lrange(key, 0, 9_999)
+    raws += [json.loads(v)[0] for _, v in r.hscan_iter("unacked", count=1000)]
+    for raw in raws:
+        args = _args_of(raw)
+        if args and len(args) >= 2:
+            found.add(states.member(str(args[0]), str(args[1])))
+    return found
+
+
+def _args_of(raw: Any) -> list[Any] | None:
+    """A Kombu message's task arguments (protocol 2: the body is base64 JSON ``[args, kwargs, embed]``)."""
+    try:
+        message = json.loads(raw) if isinstance(raw, (str, bytes)) else raw
+        body = message["body"]
+        if message.get("properties", {}).get("body_encoding") == "base64":
+            body = base64.b64decode(body)
+        decoded = json.loads(body)
+        return list(decoded[0]) if isinstance(decoded, list) else None
+    except (ValueError, KeyError, TypeError, IndexError):
+        return None
+
+
+def resume(collection: str, doc_id: str, state: str, version: str, fields: dict[str, str]) -> str | None:
+    """Send the task of ``state`` again (parked in the fair gate; the caller admits); the stage
+    it resumed, or None if there is none to send."""
+    if state == states.QUEUED:
+        fair.send(CHUNK_TASK, (collection, doc_id, version), queue=CHUNK_QUEUE, priority=CHUNK_PRIORITY,
+                  admit_now=False)
+        return "chunk"
+    if state == states.CHUNKED:
+        if fields.get("batch_id"):  # waiting on a Message Batch: poll it, never submit a new one
+            app.send_task("situate.poll_batch", args=[collection, doc_id, version, fields["batch_id"]],
+                          queue=document_queue(collection, doc_id))
+            return "poll_batch"
+        fair.send(CONTEXTUALIZE_TASK, (collection, doc_id, version), queue=document_queue(collection, doc_id),
+                  priority=contextualize_priority(int(fields.get("chunks_total") or 0)), admit_now=False)
+        return "contextualize"
+    if state == states.SITUATED:
+        fair.send(INDEX_TASK, (collection, doc_id, version), queue=INDEX_QUEUE, admit_now=False)
+        return "index"
+    return None
+
+
+def reconcile_once(now: float | None = None) -> Counter[str]:
+    """One pass (the caller holds the lease): what was resumed, by stage, and how many were
+    found waiting (``waiting``) or not in flight any more (``gone``)."""
+    s = get_settings()
+    now = now or time.time()
+    before = now - s.reconcile_after_s
+    outcome: Counter[str] = Counter()
+    if fairqueue.recount_if_drifted(all_queues()):
+        log.warning("reconciler: the fair gate's waiting counts did not match its lines (lines lost?): recounted")
+        outcome["recounted"] += 1
+    queued: set[str] | None = None  # read once per pass, only if some document needs it
+    for _ in range(MAX_BATCHES):
+        rows = states.stalled(before, BATCH)
+        if not rows:
+            break
+        members = [states.member(c, d) for c, d, _ in rows]
+        waiting = fairqueue.waiting(members)
+        looked = states.fields_of_many([(c, d) for c, d, _ in rows], "state", "version", "batch", "chunks_total")
+        touch: list[str] = []
+        for (collection, doc_id, at), m, n, (state, version, batch, chunks_total) in zip(rows, members, waiting, looked):
+            if state not in states.IN_FLIGHT or not version:
+                states.untrack(m)  # finished or forgotten meanwhile: not in flight
+                outcome["gone"] += 1
+                continue
+            if n == 0:
+                queued = in_celery() if queued is None else queued
+            if n > 0 or m in (queued or ()):
+                touch.append(m)
+                outcome["waiting"] += 1
+                continue
+            # A batch id is kept with the version it was submitted for: never another version's.
+            batch_version, _, batch_id = (batch or "").partition(":")
+            fields = {"batch_id": batch_id if batch_version == version else "", "chunks_total": chunks_total or ""}
+            stage = resume(collection, doc_id, state, version, fields)
+            touch.append(m)
+            if stage:
+                outcome[stage] += 1
+                metrics.count("reconciled", stage=stage)
+                log.warning("reconciler: %s/%s had not moved for %.0f s (%s, no message anywhere): %s sent again",
+                            collection, doc_id, now - at, state, stage)
+        states.touch(touch)
+        if len(rows) < BATCH:
+            break
+    if sum(outcome[k] for k in ("chunk", "contextualize", "index")):
+        fair.admit()  # once for all it parked
+    return outcome
+
+
+def maybe_reconcile() -> Counter[str] | None:
+    """A heartbeat duty: a pass if this worker takes the lease (at most one per
+    ``SITUATE_RECONCILE_EVERY_S`` in the fleet)."""
+    global _last_pass
+    s = get_settings()
+    if s.reconcile_every_s <= 0 or time.monotonic() - _last_pass < s.reconcile_every_s:
+        return None
+    _last_pass = time.monotonic()
+    if not redis_client().set(LEASE, _HOLDER, nx=True, px=int(s.reconcile_every_s * 1000)):
+        return None
+    return reconcile_once()
+
+
+delivery.on_heartbeat.append(maybe_reconcile)

@@ -1,0 +1,29 @@
+-- Check, and if they drifted rebuild, the waiting counts from the lines (storage/fairqueue.py).
+-- KEYS[1]: the waiting hash, KEYS[2]: its total, KEYS[3]: the sending hash, then the rings.
+-- ARGV[1]: the key prefix, then each ring's queue name (in KEYS' order).
+-- Returns {counted before, entries held, 1 if rebuilt}. Atomic: nothing parks meanwhile.
+local prefix = ARGV[1]
+local held = redis.call('HLEN', KEYS[3])
+for i = 4, #KEYS do
+  for _, collection in ipairs(redis.call('LRANGE', KEYS[i], 0, -1)) do
+    held = held + redis.call('LLEN', prefix .. ARGV[i - 2] .. ':c:' .. collection)
+  end
+end
+local counted = tonumber(redis.call('GET', KEYS[2]) or '0')
+if counted == held then return {counted, held, 0} end
+local per_doc = {}
+local function count(raw)
+  local e = cjson.decode(raw)
+  local doc = e.collection .. '\031' .. tostring(e.args[2])
+  per_doc[doc] = (per_doc[doc] or 0) + 1
+end
+for _, raw in ipairs(redis.call('HVALS', KEYS[3])) do count(raw) end
+for i = 4, #KEYS do
+  for _, collection in ipairs(redis.call('LRANGE', KEYS[i], 0, -1)) do
+    for _, raw in ipairs(redis.call('LRANGE', prefix .. ARGV[i - 2] .. ':c:' .. collection, 0, -1)) do count(raw) end
+  end
+end
+redis.call('DEL', KEYS[1])
+for doc, n in pairs(per_doc) do redis.call('HSET', KEYS[1], doc, n) end
+redis.call('SET', KEYS[2], held)
+return {counted, held, 1}
