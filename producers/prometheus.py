@@ -15,6 +15,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 
 from producers import fleet
 from workers import metrics
+from workers.connections import opensearch_client
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -33,6 +34,9 @@ COUNTERS = {
                    "retried until the attempts or the patience run out.", ["collection", "model", "kind"]),
     "reconciled": ("situate_reconciled", "Documents the reconciler sent on again: in flight, not moving, and no "
                    "message anywhere (stage: the task sent).", ["stage"]),
+    "index_write_blocked": ("situate_index_write_blocked", "Index writes that met a block (a full disk: "
+                            "OpenSearch's flood-stage watermark, or an operator's write block); retried.",
+                            ["collection"]),
     "stage_transient_retries": ("situate_stage_transient_retries",
                                 "A stage run again in place: Redis, OpenSearch or the broker unreachable.",
                                 ["stage"]),
@@ -104,6 +108,7 @@ class FleetCollector:
         yield lists
         yield oldest
         yield parked
+        yield _index_blocks()
         yield GaugeMetricFamily("situate_unacked_messages", "Delivered, not yet acknowledged.",
                                 value=snap["unacked"]["count"])
         yield GaugeMetricFamily("situate_unacked_oldest_heartbeat_age_seconds",
@@ -129,3 +134,21 @@ api_seconds = Histogram("situate_api_request_seconds", "API request latency.", [
 
 def render() -> bytes:
     return generate_latest(registry)
+
+
+def _index_blocks() -> GaugeMetricFamily:
+    """1 per write block on one of our indexes now (``read_only_allow_delete``: the disk passed
+    the flood-stage watermark; the index stage waits and retries until it is lifted)."""
+    family = GaugeMetricFamily("situate_index_blocked", "A write block on an index now (block: read_only_allow_delete "
+                               "for a full disk, write, read_only).", labels=["index", "block"])
+    try:
+        found = opensearch_client().indices.get_settings(index="situate-*", name="index.blocks*",
+                                                         allow_no_indices=True, ignore_unavailable=True)
+    except Exception:  # noqa: BLE001 - OpenSearch away: the other gauges say so; no block to report
+        return family
+    for index, body in found.items():
+        for block, value in (body.get("settings", {}).get("index", {}).get("blocks") or {}).items():
+            if str(value).lower() == "true":
+                family.add_metric([index, block], 1)
+    return family
+

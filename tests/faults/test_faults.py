@@ -138,6 +138,50 @@ def test_every_message_lost_mid_run_is_found_by_the_reconciler(standin, fleet, c
     assert result.duplicate_ids == 0 and result.stale_chunks == 0 and result.paid_twice <= in_flight
 
 
+def test_an_index_blocked_for_writes_30_seconds_mid_run(standin, fleet, collection_name):
+    """The disk passes OpenSearch's flood-stage watermark: the index turns read-only
+    (``read_only_allow_delete``) and every write answers 429 ``cluster_block_exception``; then,
+    as an operator freeing the disk might, a ``write`` block (403) instead. 15 s each. The index
+    stage waits and retries in place; no document fails; ``/metrics`` shows the block."""
+    from producers import prometheus
+    from workers import metrics
+    from workers.connections import opensearch_client
+    from workers.storage import catalog
+
+    def blocked_writes() -> float:
+        return sum(v for labels, v in metrics.read_counters().get("index_write_blocked", [])
+                   if labels.get("collection") == collection_name)
+
+    standin.configure()
+    fleet(SITUATE_RECOVERY_S="20").start(2)
+    docs = documents(60, tag="blocked")
+    submit(collection_name, docs, **LLM)
+    wait_until(lambda: indexed_count(collection_name) >= 5, 120, "the first documents")
+    index = catalog.load(collection_name).index_name
+    fault = time.time()
+    settings = opensearch_client().indices.put_settings
+    settings(index=index, body={"index.blocks.read_only_allow_delete": True})
+    try:
+        time.sleep(15)
+        shown = [s.labels for s in prometheus._index_blocks().samples]
+        settings(index=index, body={"index.blocks.read_only_allow_delete": None})  # the only change it allows
+        settings(index=index, body={"index.blocks.write": True})
+        time.sleep(15)
+        during = indexed_count(collection_name)
+    finally:
+        settings(index=index, body={"index.blocks.read_only_allow_delete": None})
+        settings(index=index, body={"index.blocks.write": None})
+    in_flight = standin.in_flight_during(fault, time.time())
+    took = wait_done(collection_name, [d["id"] for d in docs], timeout=400)
+    result = audit(collection_name, expected_of(docs), standin)
+    report("index blocked for writes 30 s (disk full, then a write block)", result, in_flight=in_flight, writes_blocked=int(blocked_writes()),
+           indexed_when_lifted=during, done_s_after_lift=round(took, 1))
+    assert {"index": index, "block": "read_only_allow_delete"} in shown
+    assert blocked_writes() >= 1, "no write met the block: the fault tested nothing"
+    assert result.indexed == len(docs) and result.lost == 0 and not result.failed
+    assert result.duplicate_ids == 0 and result.stale_chunks == 0 and result.paid_twice <= in_flight
+
+
 @pytest.fixture
 def private_opensearch():
     """A one-node OpenSearch of the test's own, so stopping it stops nobody else's searches."""

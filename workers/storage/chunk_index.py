@@ -19,8 +19,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from opensearchpy import helpers
+from opensearchpy import TransportError, helpers
 
+from workers import metrics
 from workers.connections import opensearch_client
 from workers.documents import PublicError, chunk_id
 from workers.embedding import registry as embedders
@@ -115,6 +116,18 @@ def mapping(config: CollectionConfig) -> dict[str, Any]:
 
 
 def ensure_index(config: CollectionConfig) -> None:
+    """See ``_ensure_index``; an index blocked for writes (a full disk) is "not now"."""
+    try:
+        _ensure_index(config)
+    except TransportError as e:
+        if is_transient(e.status_code, e.error):
+            metrics.count("index_write_blocked", collection=config.name)
+            raise WriteNotNow(f"OpenSearch cannot change index {config.index_name} now: {e.error} "
+                              f"({str(e.info)[:200]})") from None
+        raise
+
+
+def _ensure_index(config: CollectionConfig) -> None:
     """Create the collection's index unless it is there. Callers that loaded ``config`` a while
     ago (a task) first check that it is still the collection's generation (``catalog.is_current``),
     so a dropped collection's index is never brought back with its old mapping. One that a stray
@@ -204,16 +217,41 @@ def write_version(config: CollectionConfig, doc_id: str, version: str, seq: int,
         helpers.bulk(client, ({"_op_type": "delete", "_index": config.index_name, "_id": i} for i in written),
                      raise_on_error=False, raise_on_exception=False)
     first = errors[0].get("index", errors[0])
-    transient = any(is_transient(e.get("index", e).get("status")) for e in errors)
+    transient = any(is_transient(e.get("index", e).get("status"), e.get("index", e).get("error")) for e in errors)
+    if any(_blocked(e.get("index", e).get("error")) for e in errors):
+        metrics.count("index_write_blocked", collection=config.name)
     message = f"OpenSearch refused {len(errors)} of {len(rows)} chunk(s): {first.get('error')}"
     raise WriteNotNow(message) if transient else WriteRefused(message)
 
 
-def is_transient(status: Any) -> bool:
-    """Worth another try later: overloaded (429), failing (5xx), or never answered. A request
-    cut off mid-way (a node going down) has no HTTP status at all: opensearch-py reports it
-    as "N/A" (a string), or not at all."""
-    return not isinstance(status, int) or status in (0, 429) or status >= 500
+def _blocked(error: Any) -> bool:
+    """A ``cluster_block_exception``: the index is read-only for now — the flood-stage disk
+    watermark passed (429), or an operator's write block (403)."""
+    kind = error.get("type") if isinstance(error, dict) else error
+    return kind == "cluster_block_exception" or "cluster_block_exception" in str(error)
+
+
+def is_transient(status: Any, error: Any = None) -> bool:
+    """Worth another try later: overloaded (429), failing (5xx), blocked for writes (a full
+    disk: ``_blocked``), or never answered. A request cut off mid-way (a node going down) has no
+    HTTP status at all: opensearch-py reports it as "N/A" (a string), or not at all."""
+    return not isinstance(status, int) or status in (0, 429) or status >= 500 or _blocked(error)
+
+
+def _raise_if_not_done(config: CollectionConfig, errors: list[dict[str, Any]]) -> None:
+    """Deletes that did not happen for a passing reason (blocked, overloaded) are tried again:
+    a chunk left behind would be a stale one. Gone already (404) or overwritten since (409, see
+    ``_delete_seen``) is done."""
+    pending = [e.get("delete", e) for e in errors]
+    pending = [e for e in pending if e.get("status") not in (404, 409)]
+    if not pending:
+        return
+    if any(_blocked(e.get("error")) for e in pending):
+        metrics.count("index_write_blocked", collection=config.name)
+    message = f"OpenSearch did not delete {len(pending)} chunk(s): {pending[0].get('error')}"
+    if any(is_transient(e.get("status"), e.get("error")) for e in pending):
+        raise WriteNotNow(message)
+    raise WriteRefused(message)
 
 
 def _scan(config: CollectionConfig, query: dict[str, Any]) -> list[tuple[str, int, int]]:
@@ -229,18 +267,20 @@ def _delete_seen(config: CollectionConfig, seen: list[tuple[str, int, int]]) -> 
     since by a newer submission of that content. ``if_seq_no`` makes such a delete a conflict,
     which is left alone, instead of deleting the new copy."""
     if seen:
-        helpers.bulk(opensearch_client(), ({"_op_type": "delete", "_index": config.index_name, "_id": i,
-                                            "if_seq_no": seq_no, "if_primary_term": term}
-                                           for i, seq_no, term in seen),
-                     raise_on_error=False)
+        _, errors = helpers.bulk(opensearch_client(), ({"_op_type": "delete", "_index": config.index_name, "_id": i,
+                                                        "if_seq_no": seq_no, "if_primary_term": term}
+                                                       for i, seq_no, term in seen),
+                                 raise_on_error=False)
+        _raise_if_not_done(config, errors)
     return len(seen)
 
 
 def _delete_ids(config: CollectionConfig, ids) -> int:
     ids = list(ids)
     if ids:
-        helpers.bulk(opensearch_client(), ({"_op_type": "delete", "_index": config.index_name, "_id": i} for i in ids),
-                     raise_on_error=False)
+        _, errors = helpers.bulk(opensearch_client(), ({"_op_type": "delete", "_index": config.index_name, "_id": i}
+                                                       for i in ids), raise_on_error=False)
+        _raise_if_not_done(config, errors)
     return len(ids)
 
 
