@@ -29,6 +29,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.routing import Route
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from redis.exceptions import OutOfMemoryError as RedisFull
 
 from producers import auth, dashboard, http_guard, mcp_server, prometheus
 from producers.retrieval import rerankers
@@ -92,6 +93,13 @@ async def denied(request: Request, exc: auth.Denied) -> JSONResponse:
 async def collection_error(request: Request, exc: catalog.CollectionError) -> JSONResponse:
     status = {catalog.NoSuchCollection: 404, catalog.Conflict: 409, catalog.NotAllowed: 403}.get(type(exc), 422)
     return JSONResponse({"detail": str(exc)}, status_code=status)
+
+
+@app.exception_handler(RedisFull)
+async def redis_full(request: Request, exc: RedisFull) -> JSONResponse:
+    """Redis at its memory limit refused a write: come back once the workers have drained it."""
+    return JSONResponse({"detail": "busy: the queue's store is full; try again shortly"}, status_code=503,
+                        headers={"Retry-After": "30"})
 
 
 @app.exception_handler(Exception)

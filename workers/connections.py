@@ -48,6 +48,12 @@ def broker_ssl() -> dict[str, Any] | None:
 
 SENTINEL = "sentinel://"
 
+# Redis cannot take this now: unreachable, too slow, or at its memory limit (``maxmemory`` with
+# noeviction refuses every write that would add memory). Each passes; what was to be written is
+# kept, or written again later.
+REDIS_NOT_NOW: tuple[type[Exception], ...] = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
+                                               redis.exceptions.OutOfMemoryError)
+
 
 def sentinel_nodes(url: str) -> tuple[list[tuple[str, int]], int, str | None]:
     """``sentinel://:pw@h1:26379/0;sentinel://h2:26379`` -> ([(h1, 26379), (h2, 26379)], 0, pw)."""

@@ -26,9 +26,8 @@ from collections import defaultdict
 from datetime import datetime, timezone
 from typing import Iterable
 
-from redis.exceptions import ConnectionError as RedisConnectionError, TimeoutError as RedisTimeoutError
 
-from workers.connections import redis_client
+from workers.connections import REDIS_NOT_NOW, redis_client
 
 log = logging.getLogger("situate.metrics")
 
@@ -94,7 +93,7 @@ class Batch:
         pipe.expire(day, DAY_TTL_S)
         try:
             pipe.execute()
-        except (RedisConnectionError, RedisTimeoutError) as e:
+        except REDIS_NOT_NOW as e:  # a sample is not worth a task
             log.debug("metrics sample lost: %s", e)
 
     def __enter__(self) -> "Batch":

@@ -8,6 +8,7 @@ import threading
 import time
 import uuid
 
+import httpx
 import pytest
 
 import harness
@@ -178,6 +179,46 @@ def test_an_index_blocked_for_writes_30_seconds_mid_run(standin, fleet, collecti
            indexed_when_lifted=during, done_s_after_lift=round(took, 1))
     assert {"index": index, "block": "read_only_allow_delete"} in shown
     assert blocked_writes() >= 1, "no write met the block: the fault tested nothing"
+    assert result.indexed == len(docs) and result.lost == 0 and not result.failed
+    assert result.duplicate_ids == 0 and result.stale_chunks == 0 and result.paid_twice <= in_flight
+
+
+def test_redis_full_for_20_seconds_mid_run(private_redis, standin, fleet, collection_name):
+    """Redis reaches ``maxmemory`` (noeviction): every write that would grow it is refused with
+    OOM. Workers back off and retry in place, holding their messages, and never exit; a
+    submission meanwhile gets 503 with Retry-After; once memory is free again the run resumes."""
+    from harness import Api
+
+    standin.configure()
+    workers = fleet(SITUATE_RECOVERY_S="10").start(2)
+    docs = documents(60, tag="oom")
+    submit(collection_name, docs, **LLM)
+    wait_until(lambda: indexed_count(collection_name) >= 5, 120, "the first documents")
+    api = Api(env={"SITUATE_API_TOKEN": "oom-test-token"})
+    try:
+        fault = time.time()
+        # Below what it holds: every write that would add memory is refused, however much the
+        # pipeline frees meanwhile, until the limit is lifted.
+        used = int(private_redis.cli("info", "memory").split("used_memory:")[1].split()[0])
+        private_redis.cli("config", "set", "maxmemory", str(used // 2))
+        time.sleep(2)
+        refused = httpx.post(f"{api.url}/v1/collections/{collection_name}/documents",
+                             headers={"Authorization": "Bearer oom-test-token"},
+                             json={"documents": [{"id": "late", "text": "submitted while Redis is full " * 50}]})
+        time.sleep(18)
+        during = indexed_count(collection_name)
+        alive = [w.alive() for w in workers.workers]
+    finally:
+        private_redis.cli("config", "set", "maxmemory", "0")
+        api.stop()
+    in_flight = standin.in_flight_during(fault, time.time())
+    took = wait_done(collection_name, [d["id"] for d in docs], timeout=400)
+    result = audit(collection_name, expected_of(docs), standin)
+    report("Redis full (maxmemory) 20 s mid-run", result, in_flight=in_flight, indexed_when_freed=during,
+           api_status=refused.status_code, done_s_after_free=round(took, 1))
+    assert during < len(docs), "everything was indexed while Redis was full: the fault tested nothing"
+    assert all(alive) and all(w.alive() for w in workers.workers), "a worker exited on OOM"
+    assert refused.status_code == 503 and refused.headers.get("retry-after"), refused.text
     assert result.indexed == len(docs) and result.lost == 0 and not result.failed
     assert result.duplicate_ids == 0 and result.stale_chunks == 0 and result.paid_twice <= in_flight
 

@@ -32,7 +32,22 @@ INDEX_TASK = "situate.index"
 SLICE_TASK = "situate.contextualize_slice"
 
 
+def _redis_full_is_a_connection_error() -> None:
+    """A Redis at ``maxmemory`` refuses writes — Kombu's acknowledgement and restore included —
+    with OutOfMemoryError, which Celery's consumer does not know: it stopped the worker
+    ("Unrecoverable error"). As a connection error instead, a failed acknowledgement is logged
+    and the consumer reconnects with backoff; the messages it held come back once memory is free
+    (a task done but not acknowledged runs again, as a no-op: states and checkpoints). Kombu
+    keeps the tuple on its Redis transport class (the Sentinel transport inherits it)."""
+    from kombu.transport import redis as kombu_redis
+    from redis.exceptions import OutOfMemoryError
+
+    if OutOfMemoryError not in kombu_redis.Transport.connection_errors:
+        kombu_redis.Transport.connection_errors = (*kombu_redis.Transport.connection_errors, OutOfMemoryError)
+
+
 def make_app() -> Celery:
+    _redis_full_is_a_connection_error()
     s = get_settings()
     app = Celery("situate", broker=s.redis_url, include=["workers.pipeline.tasks"])
     app.conf.update(

@@ -17,10 +17,9 @@ import time
 from celery import Task
 from kombu.exceptions import OperationalError
 from opensearchpy.exceptions import ConnectionError as OpenSearchConnectionError
-from redis.exceptions import ConnectionError as RedisConnectionError, TimeoutError as RedisTimeoutError
 
 from workers import metrics
-from workers.connections import redis_client
+from workers.connections import REDIS_NOT_NOW, redis_client
 from workers.documents import BadDocument, PublicError
 from workers.settings import get_settings
 from workers.storage import states
@@ -29,9 +28,9 @@ from workers.storage.chunk_index import WriteNotNow
 log = logging.getLogger("situate.tasks")
 
 # Unreachable Redis, OpenSearch or broker (kombu's OperationalError: a message that could not be
-# sent), OpenSearch saying "not now": the same work, tried again, will do.
-TRANSIENT = (RedisConnectionError, RedisTimeoutError, OpenSearchConnectionError, OperationalError, TimeoutError,
-             ConnectionError, WriteNotNow)
+# sent), a Redis at maxmemory (its writes refused until memory is free), OpenSearch saying "not
+# now": the same work, tried again, will do.
+TRANSIENT = (*REDIS_NOT_NOW, OpenSearchConnectionError, OperationalError, TimeoutError, ConnectionError, WriteNotNow)
 RECORD_TTL_S = 7 * 24 * 3600
 
 # KEYS: lease. ARGV: holder, ttl ms. 1 if taken (it was free or had lapsed).

@@ -12,10 +12,9 @@ import json
 import threading
 from typing import Any
 
-from redis.exceptions import ConnectionError as RedisConnectionError, TimeoutError as RedisTimeoutError
 
 from workers.chunking import Chunk
-from workers.connections import redis_client
+from workers.connections import REDIS_NOT_NOW, redis_client
 
 # Intermediate state must outlive any realistic queue backlog, but not forever.
 TTL_S = 14 * 24 * 3600
@@ -63,7 +62,7 @@ def save_context(collection: str, doc_id: str, version: str, n: int, context: di
     key = _contexts_key(collection, doc_id, version)
     try:
         _write(key, {str(n): json.dumps(context)})
-    except (RedisConnectionError, RedisTimeoutError):
+    except REDIS_NOT_NOW:
         with _unsaved_lock:
             _unsaved.setdefault(key, {})[str(n)] = json.dumps(context)
 
@@ -76,7 +75,7 @@ def flush(collection: str, doc_id: str, version: str) -> None:
     if pending:
         try:
             _write(key, pending)
-        except (RedisConnectionError, RedisTimeoutError):
+        except REDIS_NOT_NOW:
             with _unsaved_lock:
                 _unsaved.setdefault(key, {}).update(pending)
             raise

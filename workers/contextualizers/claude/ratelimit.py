@@ -16,9 +16,8 @@ import random
 import time
 from dataclasses import dataclass
 
-from redis.exceptions import ConnectionError as RedisConnectionError, TimeoutError as RedisTimeoutError
 
-from workers.connections import redis_client
+from workers.connections import REDIS_NOT_NOW, redis_client
 from workers.models import Limits
 
 # Every script reads the time from Redis itself: one clock for all workers. A time passed in
@@ -163,7 +162,7 @@ class RateLimiter:
         if keys:
             try:
                 self._settle(keys=keys, args=args)
-            except (RedisConnectionError, RedisTimeoutError):  # the bucket lapses back on its own
+            except REDIS_NOT_NOW:  # the bucket lapses back on its own
                 pass
 
     def penalize(self, seconds: float) -> None:

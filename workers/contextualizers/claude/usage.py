@@ -19,10 +19,9 @@ import threading
 import time
 from typing import Any
 
-from redis.exceptions import ConnectionError as RedisConnectionError, TimeoutError as RedisTimeoutError
 
 from workers import metrics
-from workers.connections import redis_client
+from workers.connections import REDIS_NOT_NOW, redis_client
 
 log = logging.getLogger("situate.usage")
 
@@ -60,7 +59,7 @@ def _add(collection: str, run: str | None, fields: dict[str, float]) -> None:
             pipe.zadd(f"situate:runs:{c}", {r: time.time()}, nx=True)
     try:
         pipe.execute()
-    except (RedisConnectionError, RedisTimeoutError):
+    except REDIS_NOT_NOW:
         with _pending_lock:
             _pending[:0] = batch
         log.warning("usage totals kept in memory until Redis answers (%d pending)", len(batch))
