@@ -70,6 +70,8 @@ def use_services(redis_url: str | None = None, opensearch_url: str | None = None
         for client in (connections.redis_client, connections.redis_bytes_client, connections.opensearch_client):
             client.cache_clear()
         app.conf.broker_url = get_settings().redis_url
+        options = {k: v for k, v in app.conf.broker_transport_options.items() if k not in ("master_name", "sentinel_kwargs")}
+        app.conf.broker_transport_options = {**options, **connections.broker_transport_extras()}  # a Sentinel's master
         # Kombu keeps a pool per broker URL: dropping ours makes the app ask for the new URL's
         # (closing it would close the one it hands back when we switch back).
         app._pool = None
