@@ -35,6 +35,7 @@ from celery.worker.request import Request
 from workers.connections import redis_client
 from workers.pipeline import guard, presence
 from workers.storage import fairqueue, states
+from workers.storage.scripts import script
 from workers.settings import get_settings
 
 log = logging.getLogger("situate.delivery")
@@ -140,7 +141,9 @@ def heartbeat() -> None:
     """Keep what this worker holds: its messages invisible to the sweep, its leases alive, and
     their documents moving (the reconciler leaves a document alone while a live worker holds
     its message, waiting for a free slot or for its countdown, or running)."""
-    held, tags, documents = {}, {}, set()
+    held: dict[str, str] = {}
+    tags: list[str] = []
+    documents: set[str] = set()
     now = time.time()
     reserved = presence.copy_of(worker_state.reserved_requests)
     if reserved is None:
@@ -148,20 +151,22 @@ def heartbeat() -> None:
     for request in reserved + (presence.copy_of(worker_state.scheduled_requests) or []):
         tag = getattr(request.message, "delivery_tag", None)
         if tag is not None:
-            tags[tag] = now
+            tags.append(tag)
         if getattr(request, "lease", None):
             key, holder = request.lease
             held[key] = holder
         args = request.args if isinstance(request.args, (list, tuple)) else ()
         if request.name.startswith("situate.") and len(args) >= 2:
             documents.add(states.member(args[0], args[1]))
-    try:
-        if tags:
-            redis_client().zadd("unacked_index", tags, xx=True)  # only those still unacknowledged
-        guard.renew_leases(held)
-        states.touch(sorted(documents))
-    except guard.TRANSIENT as e:
-        log.warning("heartbeat: %s", e)
+    # Each on its own: one refused (Redis away, or full) must not keep the others from trying.
+    steps = (("messages", lambda: tags and script("touch_scores")(keys=["unacked_index"], args=[now, *tags])),
+             ("leases", lambda: guard.renew_leases(held)),
+             ("documents", lambda: states.touch(sorted(documents))))
+    for what, step in steps:
+        try:
+            step()
+        except guard.TRANSIENT as e:
+            log.warning("heartbeat (%s): %s", what, e)
 
 
 class Heartbeat(bootsteps.StartStopStep):

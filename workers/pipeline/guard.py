@@ -38,8 +38,9 @@ _TAKE = """
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
 return 0
 """
-# KEYS: leases. ARGV: their holders, then ttl ms. Renews those still held by the given holder.
-_RENEW = """
+# KEYS: leases. ARGV: their holders, then ttl ms. Renews those still held by the given holder;
+# allowed when Redis is full (a lease that lapses then lets a second delivery run the same work).
+_RENEW = """#!lua flags=allow-oom
 local ttl = ARGV[#ARGV]
 for i = 1, #KEYS do
   if redis.call('GET', KEYS[i]) == ARGV[i] then redis.call('PEXPIRE', KEYS[i], ttl) end

@@ -25,6 +25,7 @@ import time
 from typing import Any
 
 from workers.connections import redis_client
+from workers.storage.scripts import script
 
 QUEUED, CHUNKED, SITUATED, INDEXED, FAILED = "queued", "chunked", "situated", "indexed", "failed"
 TERMINAL = (INDEXED, FAILED)
@@ -269,8 +270,7 @@ def touch(members: list[str]) -> None:
     """Documents a live worker holds moved just now (its heartbeat): not stalled, however long
     their stage runs. Only those still in flight (``XX``)."""
     if members:
-        now = time.time()
-        redis_client().zadd(MOVING, {m: now for m in members}, xx=True)
+        script("touch_scores")(keys=[MOVING], args=[f"{time.time():.3f}", *members])  # allowed when Redis is full
 
 
 def stalled(before: float, limit: int) -> list[tuple[str, str, float]]:
