@@ -138,15 +138,15 @@ def describe_collection(name: str) -> CollectionOut:
 
 def _catalogue(principal: auth.Principal) -> str:
     """The collections a caller may read, a line each: what a model chooses from."""
-    lines = []
-    for name in readable(principal)[:DESCRIBED_COLLECTIONS]:
+    lines, names = [], readable(principal)
+    for name in names[:DESCRIBED_COLLECTIONS]:
         try:
             c = describe_collection(name)
         except catalog.CollectionError:
             continue  # dropped meanwhile
         examples = "; ".join(c.examples)
         lines.append(f"- {c.name}: {c.documents:,} documents, {c.language}" + (f", e.g. {examples}" if examples else ""))
-    more = len(readable(principal)) - DESCRIBED_COLLECTIONS
+    more = len(names) - DESCRIBED_COLLECTIONS
     if more > 0:
         lines.append(f"- and {more} more: see list_collections")
     return "\n".join(lines) or "- (none that this caller may read)"

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from harness import Api
-from tests.support import SECRET_KEY, TEST_MODEL, run_cli, write_jsonl
+from tests.support import TEST_MODEL, run_cli, write_jsonl
 
 ADMIN = "bad-input-admin-token"
 LIMITS = {"SITUATE_API_TOKEN": ADMIN, "SITUATE_MAX_REQUEST_BYTES": "2000000", "SITUATE_MAX_DOCUMENT_BYTES": "100000"}

@@ -32,7 +32,6 @@ from celery import bootsteps
 from celery.worker import state as worker_state
 from celery.worker.request import Request
 
-from workers.connections import redis_client
 from workers.pipeline import guard, presence
 from workers.storage import fairqueue, states
 from workers.storage.scripts import script

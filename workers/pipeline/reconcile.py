@@ -123,7 +123,7 @@ def reconcile_once(now: float | None = None) -> Counter[str]:
         touch: list[str] = []
         for (collection, doc_id, at), m, n, (state, version, batch, chunks_total) in zip(rows, members, waiting, looked):
             if state not in states.IN_FLIGHT or not version:
-                states.untrack(m)  # finished or forgotten meanwhile: not in flight
+                states.untrack(m, before)  # finished or forgotten meanwhile: not in flight
                 outcome["gone"] += 1
                 continue
             if n == 0:

@@ -292,10 +292,10 @@ def fields_of_many(documents: list[tuple[str, str]], *names: str) -> list[tuple[
     return [tuple(row) for row in pipe.execute()]
 
 
-def untrack(member_: str) -> None:
-    """Out of the in-flight index: a member whose document is no longer in flight (a state
-    written before the index existed, say)."""
-    redis_client().zrem(MOVING, member_)
+def untrack(member_: str, stale_before: float) -> None:
+    """Out of the in-flight index: a member whose document is no longer in flight (forgotten,
+    say) — unless it moved since ``stale_before`` (submitted again meanwhile)."""
+    script("untrack_if_stale")(keys=[MOVING], args=[member_, f"{stale_before:.3f}"])
 
 
 def forget_collection(collection: str) -> None:

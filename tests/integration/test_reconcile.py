@@ -1,0 +1,65 @@
+"""The reconciler's decisions, on a Redis of the test's own (no worker takes what it sends): a
+stalled document with no message anywhere is sent on, one waiting in the fair gate or in a
+Celery queue is left alone, one no longer in flight leaves the index, and a document that moved
+meanwhile is kept."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from harness import RedisServer
+from tests.support import use_services
+
+
+@pytest.fixture
+def own_redis(tmp_path):
+    server = RedisServer(tmp_path / "redis")
+    with use_services(redis_url=server.url()):
+        yield server
+    server.stop()
+
+
+def test_the_reconciler_resumes_only_what_has_no_message_anywhere(own_redis):
+    from workers.connections import redis_client
+    from workers.pipeline import fair, reconcile
+    from workers.pipeline.app import CHUNK_TASK, app
+    from workers.pipeline.routing import CHUNK_QUEUE, document_queue, sublists
+    from workers.storage import fairqueue, states
+
+    r = redis_client()
+    for doc in ("stalled", "parked", "in-celery", "gone", "chunked"):
+        assert states.submit("c", doc, "v1", "m", stale_s=60)[0]
+    states.set_state("c", "chunked", "v1", states.CHUNKED, chunks_total=3)
+    fair.send(CHUNK_TASK, ("c", "parked", "v1"), queue=CHUNK_QUEUE, admit_now=False)  # waits for its turn
+    app.send_task(CHUNK_TASK, args=["c", "in-celery", "v1"], queue=CHUNK_QUEUE)  # in Celery's queue
+    states.forget("c", "gone")
+    long_ago = time.time() - 3600
+    r.zadd(states.MOVING, {states.member("c", d): long_ago for d in ("stalled", "parked", "in-celery", "gone", "chunked")})
+    assert states.member("c", "gone") in r.zrange(states.MOVING, 0, -1)
+
+    outcome = reconcile.reconcile_once()
+
+    assert outcome == {"chunk": 1, "contextualize": 1, "waiting": 2, "gone": 1}, outcome
+    assert states.member("c", "gone") not in r.zrange(states.MOVING, 0, -1)
+    # The stalled ones were sent on: their messages are in Celery's queues now (admitted at once).
+    queued = [args for key in sublists(CHUNK_QUEUE) + sublists(document_queue("c", "chunked"))
+              for args in map(reconcile._args_of, r.lrange(key, 0, -1))]
+    assert ["c", "stalled", "v1"] in queued and ["c", "chunked", "v1"] in queued
+    assert queued.count(["c", "in-celery", "v1"]) == 1  # not sent twice
+    assert fairqueue.waiting([states.member("c", "parked")]) == [1]  # still waiting for its turn, once
+    # Each was touched: the next pass leaves them alone for SITUATE_RECONCILE_AFTER_S.
+    assert reconcile.reconcile_once() == {}
+
+
+def test_a_document_submitted_again_while_it_is_looked_at_stays_in_flight(own_redis):
+    from workers.connections import redis_client
+    from workers.storage import states
+
+    assert states.submit("c", "doc", "v1", "m", stale_s=60)[0]
+    member = states.member("c", "doc")
+    seen_before = time.time() - 60
+    redis_client().zadd(states.MOVING, {member: time.time()})  # it moved after the reconciler looked
+    states.untrack(member, seen_before)
+    assert redis_client().zscore(states.MOVING, member) is not None
