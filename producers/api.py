@@ -18,6 +18,7 @@ an id to find it in the log, and nothing of its internals.
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import logging
 import time
 import uuid
@@ -52,7 +53,7 @@ async def lifespan(_: FastAPI) -> AsyncIterator[None]:
 
 
 # The schema and the docs page are served behind the same tokens as the rest (below).
-app = FastAPI(title="situate", version="0.2.0", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan,
+app = FastAPI(title="situate", version=importlib.metadata.version("situate"), docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan,
               description="Contextual Retrieval at production scale: ingest documents, search them.")
 
 

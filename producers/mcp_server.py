@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.metadata
 import logging
 import uuid
 from typing import Annotated, Any, AsyncIterator, Awaitable, Callable, TypeVar
@@ -168,7 +169,7 @@ class SituateMCP(MCPServer):
     request (its headers) when tools are listed; ``mcp<3`` in pyproject.toml keeps it there."""
 
     def __init__(self, caller: Caller):
-        super().__init__(name="situate", instructions="Search and read the document collections situate has "
+        super().__init__(name="situate", version=importlib.metadata.version("situate"), instructions="Search and read the document collections situate has "
                          "indexed. Start with list_collections if you do not know which one to search.")
         self.caller = caller
 
