@@ -88,13 +88,13 @@ def _financebench_rates(collection: str, ingest_s: float) -> None:
     from workers.connections import opensearch_client
     from workers.embedding import registry as embedders
     from workers.extraction import sandbox
-    from workers.pipeline.tasks import extraction_limits
+    from workers.extraction.limits import Limits
     from workers.storage import catalog
 
     # One sandbox child on an otherwise idle machine: its wall time is one core's.
     pages, wall = 0, time.perf_counter()
     for pdf in sorted((DATA / "financebench" / "pdfs").glob("*.pdf")):
-        pages += sandbox.extract(pdf.read_bytes(), "application/pdf", pdf.name, extraction_limits()).pages_total
+        pages += sandbox.extract(pdf.read_bytes(), "application/pdf", pdf.name, Limits.from_settings()).pages_total
     wall = time.perf_counter() - wall
     print(f"extraction: {pages:,} pages in {wall:.1f} s, {pages / wall:.0f} pages/s (one sandbox process)", flush=True)
     config = catalog.load(collection)

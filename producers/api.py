@@ -302,9 +302,7 @@ async def add_documents(collection: str, request: Request,
         raise HTTPException(413, f"{len(items):,} documents in one request, over {limit:,} "
                                  "(SITUATE_MAX_BATCH_DOCUMENTS): send them in several")
     config = await _writable(collection, principal)
-    results = await run_in_threadpool(submit, config, [_raw_document(i, item) for i, item in enumerate(items)])
-    return {"documents": [{"doc_id": r.doc_id, "state": r.state, "version": r.version, "error": r.error}
-                          for r in results]}
+    return _submitted(await run_in_threadpool(submit, config, [_raw_document(i, item) for i, item in enumerate(items)]))
 
 
 FILE_FIELDS = 8  # besides the files: id, metadata
@@ -347,7 +345,11 @@ async def add_files(collection: str, request: Request, id: str | None = None, me
             raise HTTPException(422, "name the document: ?id=... (or send multipart/form-data with a 'file' field)")
         data = bytes(await http_guard.read_body(request))
         raws = [_file_document(id, id, data, media or None, _metadata(metadata), limit)]
-    results = await run_in_threadpool(submit, config, raws)
+    return _submitted(await run_in_threadpool(submit, config, raws))
+
+
+def _submitted(results) -> dict[str, Any]:
+    """The answer to a submission: one entry per document, in order."""
     return {"documents": [{"doc_id": r.doc_id, "state": r.state, "version": r.version, "error": r.error}
                           for r in results]}
 

@@ -37,6 +37,7 @@ from workers.contextualizers import registry
 from workers.contextualizers.base import SourceDocument
 from workers.extraction import sandbox
 from workers.extraction.document import Extracted, ExtractionError
+from workers.extraction.limits import Limits
 from workers.settings import get_settings
 from workers.storage.catalog import CollectionConfig
 
@@ -100,10 +101,8 @@ def chunks_of(config: CollectionConfig, text: str, metadata: dict, given: list |
 
 def _extracted(raw, original: Original) -> Extracted:
     """A file as the chunk stage would see it (``tasks._extract``, the same limits)."""
-    from workers.pipeline.tasks import extraction_limits
-
     try:
-        return sandbox.extract(original.data, original.media_type, raw.name or raw.doc_id, extraction_limits())
+        return sandbox.extract(original.data, original.media_type, raw.name or raw.doc_id, Limits.from_settings())
     except ExtractionError as e:
         raise BadDocument(str(e)) from None
 

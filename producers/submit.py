@@ -89,8 +89,6 @@ def validate(raw: RawDocument, max_bytes: int) -> tuple[str | Original, list[Chu
     original = original_of(raw, max_bytes)
     if original is not None:
         check_metadata(raw.metadata)
-        if not original.data.strip():
-            raise BadDocument("empty file")
         return original, None
     text = decode_body(raw.body, max_bytes) if isinstance(raw.body, bytes) else check_text(raw.body, max_bytes)
     check_metadata(raw.metadata)

@@ -107,17 +107,22 @@ def code_paths(text: str, lang: str, chunks: list[Chunk]) -> list[list[str]]:
 
 
 def markdown_paths(text: str, chunks: list[Chunk]) -> list[list[str]]:
+    """The heading path each chunk starts under (none for a chunk not located in the text). One
+    walk over the headings for all the chunks, in the order of their starts: a long document's
+    thousands of headings are not read again for each of its chunks."""
     headings = [(m.start(), len(m.group(1)), m.group(2)) for m in _HEADING.finditer(text)]
-    out = []
-    for chunk in chunks:
-        stack: list[tuple[int, str]] = []
-        for pos, level, title in headings:
-            if chunk.start is None or pos > chunk.start:
-                break
+    out: list[list[str]] = [[] for _ in chunks]
+    stack: list[tuple[int, str]] = []
+    next_heading = 0
+    located = sorted((c.start, i) for i, c in enumerate(chunks) if c.start is not None)
+    for start, i in located:
+        while next_heading < len(headings) and headings[next_heading][0] <= start:
+            _, level, title = headings[next_heading]
             while stack and stack[-1][0] >= level:
                 stack.pop()
             stack.append((level, title))
-        out.append([t for _, t in stack])
+            next_heading += 1
+        out[i] = [t for _, t in stack]
     return out
 
 

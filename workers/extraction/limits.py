@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from workers.extraction.document import ExtractionError
+from workers.settings import get_settings
 
 
 @dataclass
@@ -22,6 +23,15 @@ class Limits:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_settings(cls) -> "Limits":
+        """The deployment's limits (``SITUATE_MAX_PAGES``, ``SITUATE_MAX_EXTRACTED_CHARS``,
+        ``SITUATE_EXTRACT_TIMEOUT_S``, ``SITUATE_EXTRACT_MEMORY_MB``): a worker's, and an
+        estimate's, which extracts as a worker would."""
+        s = get_settings()
+        return cls(max_pages=s.max_pages, max_chars=s.max_extracted_chars, timeout_s=s.extract_timeout_s,
+                   memory_mb=s.extract_memory_mb)
 
 
 class Budget:

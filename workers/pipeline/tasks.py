@@ -108,20 +108,14 @@ def _extract(collection: str, doc_id: str, version: str, payload: dict) -> dict:
         raise BadDocument("the file is gone from the body store (expired before a worker took it): submit it again")
     info = payload["original"]
     try:
-        extracted = sandbox.extract(original, info["media_type"], info.get("name") or doc_id, extraction_limits())
+        extracted = sandbox.extract(original, info["media_type"], info.get("name") or doc_id, Limits.from_settings())
     except ExtractionError as e:
         raise BadDocument(f"{detect.LABELS.get(info['media_type'], info['media_type'])}: {e}") from None
-    structure = extracted.to_json()
-    payload = {**payload, "text": structure.pop("text"), "extracted": structure}
+    found = extracted.to_json()
+    payload = {**payload, "text": found.pop("text"), "extracted": found}
     body_store().put(collection, doc_id, version, payload)
     body_store().delete_original(collection, doc_id, version)
     return payload
-
-
-def extraction_limits() -> Limits:
-    s = get_settings()
-    return Limits(max_pages=s.max_pages, max_chars=s.max_extracted_chars, timeout_s=s.extract_timeout_s,
-                  memory_mb=s.extract_memory_mb)
 
 
 @app.task(name=CONTEXTUALIZE_TASK, base=PipelineTask)

@@ -29,6 +29,7 @@ import time
 from typing import Any
 
 from workers.connections import redis_client
+from workers.storage import states
 from workers.storage.scripts import script
 
 PREFIX = "situate:fair:"
@@ -50,7 +51,7 @@ def park(queue: str, collection: str, entry: dict[str, Any], front: bool = False
     """Put ``entry`` (it carries its ``id``) in ``collection``'s line for ``queue``; ``front``:
     ahead of that collection's other work (a big document's slices, after its warm-up call)."""
     raw = json.dumps({**entry, "queue": queue, "collection": collection})
-    doc = f"{collection}\x1f{entry['args'][1]}"
+    doc = states.member(collection, entry["args"][1])
     script("fair_park")(keys=[_line(queue, collection), _ring(queue), WAITING, WAITING_TOTAL],
                         args=[raw, collection, "1" if front else "0", doc])
 
@@ -109,6 +110,7 @@ def parked(queues: list[str], now: float | None = None) -> dict[str, dict[str, A
 
 
 def queues_with_rings() -> list[str]:
+    """The queues with a ring, found by a scan (a collection's line named "ring" is not one)."""
     r = redis_client()
     return [ring[len(PREFIX):-len(":ring")] for ring in r.scan_iter(f"{PREFIX}*:ring", count=1000) if ":c:" not in ring]
 
@@ -116,12 +118,11 @@ def queues_with_rings() -> list[str]:
 def forget_collection(collection: str) -> None:
     """A dropped collection's parked work goes with it."""
     r = redis_client()
-    for ring in r.scan_iter(f"{PREFIX}*:ring", count=1000):
-        if ":c:" in ring:  # a line of a collection named "ring", not a ring
-            continue
-        r.lrem(ring, 0, collection)
-        r.delete(_line(ring[len(PREFIX):-len(":ring")], collection))
+    queues = queues_with_rings()
+    for queue in queues:
+        r.lrem(_ring(queue), 0, collection)
+        r.delete(_line(queue, collection))
     doomed = [i for i, raw in r.hscan_iter(SENDING_DATA) if json.loads(raw).get("collection") == collection]
     if doomed:
         confirm(doomed)
-    recount_if_drifted(queues_with_rings())  # its lines are gone: their entries no longer wait
+    recount_if_drifted(queues)  # its lines are gone: their entries no longer wait

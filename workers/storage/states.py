@@ -237,10 +237,7 @@ def annotate(collection: str, doc_id: str, **fields: str) -> None:
 
 def fields_of(collection: str, doc_ids: list[str], *names: str) -> list[tuple[str | None, ...]]:
     """The named fields of many documents at once (None where absent), in one round trip."""
-    pipe = redis_client().pipeline(transaction=False)
-    for doc_id in doc_ids:
-        pipe.hmget(_doc_key(collection, doc_id), *names)
-    return [tuple(row) for row in pipe.execute()]
+    return fields_of_many([(collection, doc_id) for doc_id in doc_ids], *names)
 
 
 def counts(collection: str) -> dict[str, int]:
