@@ -24,14 +24,14 @@ os.environ.setdefault("SITUATE_ALLOWED_MODELS", "*")  # the cookbook's model, ag
 os.environ.setdefault("SITUATE_ALLOWED_EMBEDDERS", "*")
 os.environ.setdefault("SITUATE_ALLOWED_RERANKERS", "*")
 
-import bench_corpora  # noqa: E402
-import bench_extractors  # noqa: E402
-import bench_llm_cost  # noqa: E402
-import bench_memory  # noqa: E402
-import bench_reconcile  # noqa: E402
-import bench_retrieval  # noqa: E402
-import bench_scale  # noqa: E402
-import bench_situate  # noqa: E402
+import bench_corpora
+import bench_extractors
+import bench_llm_cost
+import bench_memory
+import bench_reconcile
+import bench_retrieval
+import bench_scale
+import bench_situate
 
 
 def main() -> None:

@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 
 import yaml
-
 from bench_common import DATA
 from harness import ROOT, SITUATE, Worker
 

@@ -14,8 +14,8 @@ import time
 import uuid
 from pathlib import Path
 
-from harness import Api, Worker
 from bench_common import CORPUS
+from harness import Api, Worker
 
 
 def bench_pipeline(args) -> None:

@@ -12,9 +12,8 @@ import json
 import time
 import uuid
 
-from harness import StandIn, Worker
 from bench_common import CORPUS
-
+from harness import StandIn, Worker
 
 MODEL = "claude-haiku-5-5"  # the current Haiku (a 2,048-token cache minimum, as the cookbook's Haiku 3)
 # ~1 s per call: the equal-concurrency comparisons.
@@ -46,7 +45,8 @@ def cookbook_baseline(standin: StandIn, threads: int) -> dict:
             {"type": "text", "text": prompts.document_block(d["content"]), "cache_control": {"type": "ephemeral"}},
             {"type": "text", "text": prompts.chunk_instruction(c["content"])}]}])
         u = r.usage
-        return d["original_uuid"], u.input_tokens, u.cache_creation_input_tokens or 0, u.cache_read_input_tokens or 0, u.output_tokens
+        return (d["original_uuid"], u.input_tokens, u.cache_creation_input_tokens or 0, u.cache_read_input_tokens or 0,
+                u.output_tokens)
 
     t0 = time.perf_counter()
     with ThreadPoolExecutor(threads) as pool:

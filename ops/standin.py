@@ -43,15 +43,14 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import uvicorn  # noqa: E402
-from fastapi import FastAPI, Request  # noqa: E402
-from fastapi.responses import JSONResponse, StreamingResponse  # noqa: E402
+import standin_batches
+import standin_cache
+import standin_vectors
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, StreamingResponse
 
-from workers import models  # noqa: E402
-
-import standin_batches  # noqa: E402
-import standin_cache  # noqa: E402
-import standin_vectors  # noqa: E402
+from workers import models
 
 _TOKEN = standin_cache.TOKEN
 count_tokens = standin_cache.count_tokens
@@ -366,7 +365,8 @@ def make_app(standin: StandIn) -> FastAPI:
         standin.end(u, model_id + full, span)
         return {"output": {"message": {"role": "assistant", "content": [{"text": text}]}}, "stopReason": "end_turn",
                 "usage": {"inputTokens": u["input_tokens"], "outputTokens": u["output_tokens"],
-                          "totalTokens": u["input_tokens"] + u["output_tokens"] + u["cache_write_tokens"] + u["cache_read_tokens"],
+                          "totalTokens": (u["input_tokens"] + u["output_tokens"] + u["cache_write_tokens"]
+                                          + u["cache_read_tokens"]),
                           "cacheReadInputTokens": u["cache_read_tokens"], "cacheWriteInputTokens": u["cache_write_tokens"]},
                 "metrics": {"latencyMs": int(first_byte * 1000)}}
 

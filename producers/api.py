@@ -22,22 +22,23 @@ import importlib.metadata
 import logging
 import time
 import uuid
-from typing import Annotated, Any, AsyncIterator, Callable, Union
+from collections.abc import AsyncIterator, Callable
+from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from starlette.routing import Route
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 from redis.exceptions import OutOfMemoryError as RedisFull
+from starlette.routing import Route
 
 from producers import auth, dashboard, http_guard, mcp_server, prometheus
 from producers.retrieval import rerankers
 from producers.retrieval.hits import HitOut, SearchOut
 from producers.retrieval.search import SearchOptions, search
 from producers.submit import RawDocument, submit
-from workers import allowlist, lifecycle
+from workers import allowlist, errors, lifecycle
 from workers.settings import get_settings
 from workers.storage import capacity, catalog, chunk_index, states
 
@@ -53,7 +54,8 @@ async def lifespan(_: FastAPI) -> AsyncIterator[None]:
 
 
 # The schema and the docs page are served behind the same tokens as the rest (below).
-app = FastAPI(title="situate", version=importlib.metadata.version("situate"), docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan,
+app = FastAPI(title="situate", version=importlib.metadata.version("situate"), docs_url=None, redoc_url=None, openapi_url=None,
+              lifespan=lifespan,
               description="Contextual Retrieval at production scale: ingest documents, search them.")
 
 
@@ -84,15 +86,15 @@ async def invalid_request(request: Request, exc: RequestValidationError) -> JSON
     return JSONResponse({"detail": errors}, status_code=422)
 
 
-@app.exception_handler(auth.Denied)
-async def denied(request: Request, exc: auth.Denied) -> JSONResponse:
+@app.exception_handler(errors.Denied)
+async def denied(request: Request, exc: errors.Denied) -> JSONResponse:
     headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
     return JSONResponse({"detail": str(exc)}, status_code=exc.status, headers=headers)
 
 
-@app.exception_handler(catalog.CollectionError)
-async def collection_error(request: Request, exc: catalog.CollectionError) -> JSONResponse:
-    status = {catalog.NoSuchCollection: 404, catalog.Conflict: 409, catalog.NotAllowed: 403}.get(type(exc), 422)
+@app.exception_handler(errors.CollectionError)
+async def collection_error(request: Request, exc: errors.CollectionError) -> JSONResponse:
+    status = {errors.NoSuchCollection: 404, errors.Conflict: 409, errors.NotAllowed: 403}.get(type(exc), 422)
     return JSONResponse({"detail": str(exc)}, status_code=status)
 
 
@@ -126,7 +128,7 @@ def allowed(need: str):
 
 # -- bodies --------------------------------------------------------------------------------------
 
-Scalar = Union[str, int, float, bool]
+Scalar = str | int | float | bool
 FilterKey = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 
 
@@ -170,7 +172,7 @@ class SearchIn(BaseModel):
 
     query: str = Field(..., max_length=4096)
     k: int = Field(10, ge=1, le=1000)
-    filters: dict[FilterKey, Union[Scalar, list[Scalar]]] | None = Field(None, max_length=32)
+    filters: dict[FilterKey, Scalar | list[Scalar]] | None = Field(None, max_length=32)
     mode: str = Field("hybrid", pattern="^(hybrid|bm25|dense)$")
     # None: the collection's stored defaults (reranker: the server's SITUATE_RERANKER).
     fusion: str | None = Field(None, pattern="^(rrf|weighted)$")
@@ -229,11 +231,11 @@ app.router.routes.append(Route("/mcp", endpoint=mcp_endpoint, methods=["GET", "P
 
 
 @app.put("/v1/collections/{collection}", dependencies=[Depends(allowed("admin"))], openapi_extra=documented(CollectionIn))
-def create_collection(collection: str, body: CollectionIn = Depends(body_of(CollectionIn))) -> dict[str, Any]:
+def create_collection(collection: str, body: Annotated[CollectionIn, Depends(body_of(CollectionIn))]) -> dict[str, Any]:
     """Create a collection with explicit settings (or check an existing one matches them)."""
     try:
         return catalog.describe(lifecycle.ensure(collection, **body.model_dump()))
-    except catalog.CollectionError:
+    except errors.CollectionError:
         raise
     except ValueError as e:  # an unknown embedder, contextualizer or model
         raise HTTPException(422, str(e)) from None
@@ -252,7 +254,7 @@ def delete_collection(collection: str) -> dict[str, str]:
     A drop cut short (OpenSearch unreachable: 503) is finished by the next DELETE."""
     try:
         lifecycle.delete(collection)
-    except catalog.CollectionError:
+    except errors.CollectionError:
         raise
     except Exception as e:  # a part could not be removed now: the tombstone keeps the rest for later
         log.warning("drop of %s cut short: %s: %s", collection, type(e).__name__, e)
@@ -289,7 +291,7 @@ def _raw_document(i: int, item: Any) -> RawDocument:
 
 @app.post("/v1/collections/{collection}/documents", status_code=202, openapi_extra=documented(DocumentsIn))
 async def add_documents(collection: str, request: Request,
-                        principal: auth.Principal = Depends(allowed("write"))) -> dict[str, Any]:
+                        principal: Annotated[auth.Principal, Depends(allowed("write"))]) -> dict[str, Any]:
     """Submit one document, ``{"documents": [...]}``, or a list. A collection that does not
     exist yet is created with the server's defaults, by an admin only (PUT to choose them)."""
     payload = await http_guard.json_body(request)
@@ -314,8 +316,9 @@ FILE_FIELDS = 8  # besides the files: id, metadata
         "id": {"type": "string", "description": "The document id (one file; default: its file name)."},
         "metadata": {"type": "string", "description": "A JSON object, for every file of the request."}}}},
     "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}})
-async def add_files(collection: str, request: Request, id: str | None = None, metadata: str | None = None,
-                    principal: auth.Principal = Depends(allowed("write"))) -> dict[str, Any]:
+async def add_files(collection: str, request: Request,
+                    principal: Annotated[auth.Principal, Depends(allowed("write"))],
+                    id: str | None = None, metadata: str | None = None) -> dict[str, Any]:
     """Upload files as they are — PDF, DOCX, PPTX, XLSX, CSV, HTML, text — to be extracted by the
     workers: multipart (``file`` fields; ``id`` for a single file, ``metadata`` as JSON), or one
     file as the raw body with its ``Content-Type`` (``?id=`` names it, ``?metadata=`` as JSON).
@@ -408,7 +411,7 @@ def delete_document(collection: str, doc_id: str) -> dict[str, Any]:
 @app.post("/v1/collections/{collection}/search", response_model=SearchOut,
           dependencies=[Depends(allowed("read"))], openapi_extra=documented(SearchIn))
 async def search_collection(collection: str, response: Response,
-                            body: SearchIn = Depends(body_of(SearchIn))) -> SearchOut:
+                            body: Annotated[SearchIn, Depends(body_of(SearchIn))]) -> SearchOut:
     """Hits, and where the time went in a ``Server-Timing`` header (embed, opensearch, fusion,
     fetch, rerank: milliseconds). A reranker the deployment did not allow is refused (403)."""
     if body.reranker in rerankers.NAMES:  # a name that is none of them: 422 from the search below

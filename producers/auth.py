@@ -24,16 +24,12 @@ import secrets
 import time
 from dataclasses import dataclass
 
+from workers.errors import Denied
 from workers.settings import get_settings
 from workers.storage import catalog, tokens
 
 SCOPES = tokens.SCOPES
 
-
-class Denied(Exception):
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status = status
 
 
 @dataclass(frozen=True)

@@ -23,9 +23,7 @@ from urllib.parse import quote
 
 import httpx
 
-
-class SituateError(RuntimeError):
-    pass
+from workers.errors import SituateError
 
 
 def _search_body(query: str, k: int, filters: dict[str, Any] | None, mode: str, options: dict[str, Any]) -> dict[str, Any]:
@@ -52,7 +50,7 @@ class SituateClient:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._http = httpx.Client(base_url=base_url, headers=headers, timeout=timeout)
 
-    def __enter__(self) -> "SituateClient":
+    def __enter__(self) -> SituateClient:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -134,7 +132,7 @@ class AsyncSituateClient:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._http = httpx.AsyncClient(base_url=base_url, headers=headers, timeout=timeout)
 
-    async def __aenter__(self) -> "AsyncSituateClient":
+    async def __aenter__(self) -> AsyncSituateClient:
         return self
 
     async def __aexit__(self, *exc) -> None:

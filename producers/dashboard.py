@@ -29,7 +29,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from producers import auth, fleet, http_guard, submit
-from workers import metrics
+from workers import errors, metrics
 from workers.connections import redis_client
 from workers.settings import get_settings
 from workers.storage import catalog, states
@@ -66,7 +66,7 @@ def _signin(message: str = "", status: int = 401) -> HTMLResponse:
 def page(request: Request) -> Response:
     try:
         s = _checked(request)
-    except auth.Denied:
+    except errors.Denied:
         return _signin()
     body = (ASSETS / "dashboard.html").read_text().replace("{{csrf}}", s["csrf"]).replace(
         "{{who}}", html.escape(f"{s['principal']} ({s['scope']})"))
@@ -82,7 +82,7 @@ async def login(request: Request) -> Response:
     try:
         principal = auth.authenticate(f"Bearer {token}" if token else None)
         auth.authorize(principal, None, "read")
-    except auth.Denied as e:
+    except errors.Denied as e:
         return _signin(f"Not signed in: {e}.")
     session_id, csrf = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
     ttl = get_settings().dashboard_session_s
@@ -98,15 +98,15 @@ async def login(request: Request) -> Response:
 def _checked(request: Request, need: str = "read") -> dict[str, Any]:
     s = session(request)
     if s is None:
-        raise auth.Denied(401, "sign in at /dashboard")
+        raise errors.Denied(401, "sign in at /dashboard")
     principal = auth.Principal(s["principal"], s["collection"], s["scope"], s.get("token", ""))
     if not auth.still_valid(principal):  # revoked since sign-in: the session ends with its token
         redis_client().delete(_key(request.cookies[COOKIE]))
-        raise auth.Denied(401, "the token this session was opened with is no longer valid: sign in again")
+        raise errors.Denied(401, "the token this session was opened with is no longer valid: sign in again")
     if need != "read":
         sent = request.headers.get("x-csrf-token", "")
         if not secrets.compare_digest(sent.encode(), s["csrf"].encode()):
-            raise auth.Denied(403, "missing or wrong CSRF token")
+            raise errors.Denied(403, "missing or wrong CSRF token")
     return s
 
 

@@ -24,19 +24,19 @@ differ by a few percent either way. Compare with ``situate stats`` after the run
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable
-
 import hashlib
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from producers.submit import Original, validate
 from workers import layout, models
-from workers.documents import BadDocument
 from workers.chunking import guess_language, locate, split
 from workers.contextualizers import registry
 from workers.contextualizers.base import SourceDocument
+from workers.errors import BadDocument, ExtractionError
 from workers.extraction import sandbox
-from workers.extraction.document import Extracted, ExtractionError
+from workers.extraction.document import Extracted
 from workers.extraction.limits import Limits
 from workers.settings import get_settings
 from workers.storage.catalog import CollectionConfig

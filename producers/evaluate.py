@@ -25,9 +25,12 @@ import json
 import re
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+
+from workers.errors import QueryFileError
 
 KS = (5, 10, 20)
 MRR_K = 10
@@ -86,9 +89,6 @@ class EvalResult:
         out.update({f"doc@{k}": round(v, 2) for k, v in self.doc_at.items()})
         return out
 
-
-class QueryFileError(ValueError):
-    pass
 
 
 def load_queries(path: Path, fmt: str = "cookbook") -> list[LabelledQuery]:
@@ -207,8 +207,10 @@ def flips(before: EvalResult, after: EvalResult, k: int = 10) -> tuple[list[Flip
             continue
         flip = Flip(a["query"], a[f"pass@{k}"], b[f"pass@{k}"], a["gold_ranks"], b["gold_ranks"])
         (gained if flip.after > flip.before else lost).append(flip)
-    key = lambda f: -abs(f.after - f.before)  # noqa: E731
-    return sorted(gained, key=key), sorted(lost, key=key)
+    def largest_first(f: Flip) -> float:
+        return -abs(f.after - f.before)
+
+    return sorted(gained, key=largest_first), sorted(lost, key=largest_first)
 
 
 def _ranks(ranks: list[int | None]) -> str:

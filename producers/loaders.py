@@ -16,9 +16,9 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 from producers.submit import RawDocument
 from workers.settings import get_settings

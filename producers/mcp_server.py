@@ -24,7 +24,8 @@ import functools
 import importlib.metadata
 import logging
 import uuid
-from typing import Annotated, Any, AsyncIterator, Awaitable, Callable, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Annotated, Any, TypeVar
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
@@ -41,6 +42,7 @@ from starlette.types import Receive, Scope, Send
 from producers import auth
 from producers.retrieval.hits import HitOut, SearchOut, citation
 from producers.retrieval.search import search as search_index
+from workers import errors
 from workers.storage import catalog, chunk_index, states
 
 log = logging.getLogger("situate.mcp")
@@ -92,11 +94,11 @@ class Caller:
     def __call__(self, ctx: Context | None) -> auth.Principal:
         if self.fixed is not None:
             if self.fixed.token != STDIO_ADMIN and not auth.still_valid(self.fixed):
-                raise auth.Denied(401, "this token was revoked or its collection dropped")
+                raise errors.Denied(401, "this token was revoked or its collection dropped")
             return self.fixed
         headers = ctx.headers if ctx is not None else None
         if headers is None:  # an HTTP server always has headers; this is not a request of ours
-            raise auth.Denied(401, "missing bearer token")
+            raise errors.Denied(401, "missing bearer token")
         return auth.authenticate(headers.get("authorization"))
 
 
@@ -108,9 +110,9 @@ def _public(fn: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
             return await fn(*args, **kwargs)
         except ToolError:
             raise
-        except auth.Denied as e:
+        except errors.Denied as e:
             raise ToolError(f"not allowed: {e}") from None
-        except (catalog.CollectionError, ValueError) as e:
+        except (errors.CollectionError, ValueError) as e:
             raise ToolError(str(e)) from None
         except Exception:
             error_id = uuid.uuid4().hex[:12]
@@ -143,7 +145,7 @@ def _catalogue(principal: auth.Principal) -> str:
     for name in names[:DESCRIBED_COLLECTIONS]:
         try:
             c = describe_collection(name)
-        except catalog.CollectionError:
+        except errors.CollectionError:
             continue  # dropped meanwhile
         examples = "; ".join(c.examples)
         lines.append(f"- {c.name}: {c.documents:,} documents, {c.language}" + (f", e.g. {examples}" if examples else ""))
@@ -169,7 +171,8 @@ class SituateMCP(MCPServer):
     request (its headers) when tools are listed; ``mcp<3`` in pyproject.toml keeps it there."""
 
     def __init__(self, caller: Caller):
-        super().__init__(name="situate", version=importlib.metadata.version("situate"), instructions="Search and read the document collections situate has "
+        super().__init__(name="situate", version=importlib.metadata.version("situate"),
+                         instructions="Search and read the document collections situate has "
                          "indexed. Start with list_collections if you do not know which one to search.")
         self.caller = caller
 
@@ -178,7 +181,7 @@ class SituateMCP(MCPServer):
         try:
             principal = self.caller(Context(request_context=ctx, mcp_server=self))
             catalogue = await anyio.to_thread.run_sync(_catalogue, principal)
-        except auth.Denied:
+        except errors.Denied:
             catalogue = "- (none: this request has no valid token)"
         for tool in result.tools:
             if tool.name == "search":
@@ -216,7 +219,7 @@ def build(caller: Caller) -> SituateMCP:
             for name in readable(principal):
                 try:
                     found.append(describe_collection(name))
-                except catalog.CollectionError:
+                except errors.CollectionError:
                     continue
             return CollectionsOut(collections=found)
         return await anyio.to_thread.run_sync(collect)
@@ -284,7 +287,7 @@ class HTTPEndpoint:
         request = Request(scope)
         try:
             await run_in_threadpool(auth.authenticate, request.headers.get("authorization"))
-        except auth.Denied as e:
+        except errors.Denied as e:
             await JSONResponse({"detail": str(e)}, status_code=e.status,
                                headers={"WWW-Authenticate": "Bearer"})(scope, receive, send)
             return

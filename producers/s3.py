@@ -13,9 +13,9 @@ Any S3-compatible store works: credentials from the standard AWS chain, the endp
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-from typing import Iterator
 
 from producers.loaders import BINARY_SUFFIXES, too_big
 from producers.submit import RawDocument

@@ -14,11 +14,22 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
-from workers.documents import (BadDocument, ChunkInput, check_doc_id, check_metadata, check_text, content_version,
-                               decode_body, metadata_hash, original_version)
+from workers import errors
+from workers.documents import (
+    ChunkInput,
+    check_doc_id,
+    check_metadata,
+    check_text,
+    content_version,
+    decode_body,
+    metadata_hash,
+    original_version,
+)
+from workers.errors import BadDocument
 from workers.extraction import detect
 from workers.pipeline import fair
 from workers.pipeline.app import CHUNK_TASK
@@ -66,7 +77,7 @@ def original_of(raw: RawDocument, max_bytes: int) -> Original | None:
         raise BadDocument("empty document (no text)")
     try:
         media_type = detect.media_type(raw.body, raw.name or raw.doc_id, raw.media_type)
-    except detect.Unsupported as e:
+    except errors.Unsupported as e:
         raise BadDocument(str(e)) from None
     if media_type not in detect.EXTRACTED:
         return None

@@ -21,13 +21,14 @@ table also shows doc@k.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import yaml
 
-from producers.evaluate import KS, EvalResult, LabelledQuery, QueryFileError, load_queries
+from producers.evaluate import KS, EvalResult, LabelledQuery, load_queries
+from workers.errors import QueryFileError
 
 
 @dataclass

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from harness import ROOT, SITUATE
 

@@ -10,8 +10,8 @@ are always allowed. A refusal is ``NotAllowed`` (the API answers 403), before an
 
 from __future__ import annotations
 
+from workers.errors import NotAllowed
 from workers.settings import get_settings
-from workers.storage.catalog import NotAllowed
 
 
 def _rules(setting: str) -> list[str]:

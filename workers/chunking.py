@@ -49,7 +49,7 @@ class Chunk:
         return out
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "Chunk":
+    def from_json(cls, d: dict[str, Any]) -> Chunk:
         pages = d.get("pages")
         return cls(d["n"], d["text"], d.get("start"), d.get("end"), tuple(pages) if pages else None, d.get("section"))
 
@@ -92,14 +92,16 @@ def tree_sitter_language(lang: str):
 
 # Cheap signatures for text that arrives without a file name (JSONL, the API, the cookbook).
 _SIGNATURES = [
-    ("rust", re.compile(r"^\s*(pub(\(crate\))? )?(fn|impl|struct|enum|trait|mod|use) [\w:<{]", re.M), re.compile(r"(::|->|&mut |#\[)")),
+    ("rust", re.compile(r"^\s*(pub(\(crate\))? )?(fn|impl|struct|enum|trait|mod|use) [\w:<{]", re.M),
+     re.compile(r"(::|->|&mut |#\[)")),
     ("go", re.compile(r"^package \w+\s*$", re.M), re.compile(r"^func ", re.M)),
     ("java", re.compile(r"^package [\w.]+;", re.M), re.compile(r"\b(class|interface|enum|record) \w+")),
     ("python", re.compile(r"^(def|class|async def) \w+.*:\s*$", re.M), re.compile(r"^(import \w|from [\w.]+ import )", re.M)),
     ("cpp", re.compile(r"^#include [<\"]", re.M), re.compile(r"(std::|template ?<|namespace \w+|class \w+)")),
     ("c", re.compile(r"^#include [<\"]", re.M), re.compile(r"\w+\s*\(.*\)\s*\{")),
     ("typescript", re.compile(r"^(export )?(interface|type) \w+", re.M), re.compile(r":\s*(string|number|boolean)\b")),
-    ("javascript", re.compile(r"^(export |import |const |let |function |module\.exports)", re.M), re.compile(r"(=>|function\s*\(|require\()")),
+    ("javascript", re.compile(r"^(export |import |const |let |function |module\.exports)", re.M),
+     re.compile(r"(=>|function\s*\(|require\()")),
     ("markdown", re.compile(r"^#{1,6} \S", re.M), re.compile(r"(^[-*] |\]\(|^```)", re.M)),
 ]
 

@@ -24,7 +24,8 @@ from urllib.parse import urlparse
 import redis
 from opensearchpy import OpenSearch
 
-from workers.settings import ConfigurationError, get_settings
+from workers.errors import ConfigurationError
+from workers.settings import get_settings
 
 
 def redis_options() -> dict[str, Any]:

@@ -13,16 +13,11 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from workers.errors import BadDocument
+
 DOC_ID_MAX = 512
 
 
-class PublicError(Exception):
-    """An error whose message was written for the user: it is stored and shown as is. Any
-    other exception is reported by its type only (its text may hold internals)."""
-
-
-class BadDocument(PublicError, ValueError):
-    """A document that can never be indexed as given; the message is shown to the user."""
 
 
 class ChunkInput(BaseModel):

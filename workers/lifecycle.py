@@ -16,15 +16,14 @@ import time
 import uuid
 from typing import Any
 
-from workers import allowlist, models
+from workers import allowlist, errors, models
 from workers.contextualizers import prompts, registry
 from workers.contextualizers.claude import usage
 from workers.embedding import registry as embedders
+from workers.errors import CollectionError, Conflict, NotAllowed
 from workers.settings import get_settings
 from workers.storage import bodies, catalog, checkpoints, chunk_index, fairqueue, states, tokens
-from workers.storage.catalog import (FUSIONS, LANGUAGES, SEARCH_FIELDS, SHAPING_FIELDS, CollectionConfig, CollectionError,
-                                     Conflict, NotAllowed)
-
+from workers.storage.catalog import FUSIONS, LANGUAGES, SEARCH_FIELDS, SHAPING_FIELDS, CollectionConfig
 
 # The offline embedder a collection gets when none is named: MiniLM reads English only (on
 # the French corpus its dense Pass@10 is 55.6, multilingual-e5's 75.2).
@@ -124,7 +123,7 @@ def _new_config(name: str, requested: dict[str, Any]) -> CollectionConfig:
 
         try:
             llama.model_path(config)  # a missing file: an error now, not on every worker
-        except llama.LocalLLMError as e:
+        except errors.LocalLLMError as e:
             raise CollectionError(str(e)) from None
     if config.prompt and registry.is_model_written(config.contextualizer):
         prompts.check_template(config.prompt)
@@ -177,7 +176,7 @@ def delete(name: str) -> None:
     else:
         config = catalog.dropping(name)
         if config is None:
-            raise catalog.NoSuchCollection(f"collection {name!r} does not exist")
+            raise errors.NoSuchCollection(f"collection {name!r} does not exist")
     tokens.revoke_collection(name)  # before anything else: the tenant is out at once
     chunk_index.delete_index(config)
     fairqueue.forget_collection(name)

@@ -19,7 +19,7 @@ import sys
 import time
 from typing import Any
 
-_context: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("situate_log_context", default={})
+_context: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("situate_log_context")
 
 SECRET_VARIABLES = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "VOYAGE_API_KEY", "CO_API_KEY", "COHERE_API_KEY",
                     "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "SITUATE_API_TOKEN", "SITUATE_FLOWER_PASSWORD")
@@ -28,7 +28,7 @@ _URL_CREDENTIALS = re.compile(r"(\w+://)[^/\s:@]*:[^/\s@]+@")
 
 def bind(**fields: Any) -> contextvars.Token:
     """Add fields to every line logged from here on (in this thread or task); ``unbind`` after."""
-    return _context.set({**_context.get(), **{k: v for k, v in fields.items() if v is not None}})
+    return _context.set({**_context.get({}), **{k: v for k, v in fields.items() if v is not None}})
 
 
 def unbind(token: contextvars.Token) -> None:
@@ -69,7 +69,7 @@ class JsonFormatter(logging.Formatter):
             line.update(parsed)
         else:
             line["msg"] = message
-        for key, value in _context.get().items():
+        for key, value in _context.get({}).items():
             line.setdefault(key, value)
         if record.exc_info:
             line["exc"] = redact(self.formatException(record.exc_info))

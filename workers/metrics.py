@@ -23,9 +23,8 @@ import logging
 import math
 import time
 from collections import defaultdict
-from datetime import datetime, timezone
-from typing import Iterable
-
+from collections.abc import Iterable
+from datetime import UTC, datetime
 
 from workers.connections import REDIS_NOT_NOW, redis_client
 
@@ -55,7 +54,7 @@ def minute_key(at: float) -> str:
 
 
 def day_key(at: float) -> str:
-    return f"{PREFIX}day:{datetime.fromtimestamp(at, timezone.utc):%Y-%m-%d}"
+    return f"{PREFIX}day:{datetime.fromtimestamp(at, UTC):%Y-%m-%d}"
 
 
 class Batch:
@@ -96,7 +95,7 @@ class Batch:
         except REDIS_NOT_NOW as e:  # a sample is not worth a task
             log.debug("metrics sample lost: %s", e)
 
-    def __enter__(self) -> "Batch":
+    def __enter__(self) -> Batch:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -16,10 +16,6 @@ from typing import Literal
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
-class ConfigurationError(RuntimeError):
-    """A setting that cannot work as given (the commands print it, without a traceback)."""
-
-
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SITUATE_", extra="ignore")
 

@@ -11,6 +11,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from workers import errors
+
 # Wide when not on a terminal (a log, a pipe): Rich would cut tables to 80 columns.
 out = Console(width=None if sys.stdout.isatty() else int(os.environ.get("COLUMNS") or 200))
 err = Console(stderr=True, width=None if sys.stderr.isatty() else int(os.environ.get("COLUMNS") or 200))
@@ -41,7 +43,7 @@ def fail(message: str, code: int = 2) -> NoReturn:
 def open_or_create(name: str, **requested):
     """The collection ``name``, created with ``requested`` settings if it does not exist."""
     from workers import lifecycle
-    from workers.storage.catalog import CollectionError
+    from workers.errors import CollectionError
 
     try:
         config = lifecycle.ensure(name, **requested)
@@ -58,5 +60,5 @@ def existing(name: str):
 
     try:
         return catalog.load(name)
-    except catalog.CollectionError as e:
+    except errors.CollectionError as e:
         fail(str(e))

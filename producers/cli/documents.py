@@ -4,12 +4,28 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from producers.cli.common import err, existing, fail, open_or_create, out, safe
+from workers import errors
+
+
+def _check_sources(paths: list[str], fmt: str) -> None:
+    """Refuse a bad format or a missing source before anything is queued."""
+    from producers import loaders, s3
+
+    if fmt not in loaders.FORMATS:
+        fail(f"--format must be one of {loaders.FORMATS}")
+    for p in paths:
+        if s3.is_s3(p):
+            try:
+                s3.parse(p)
+            except ValueError as e:
+                fail(str(e))
+        elif not Path(p).exists():
+            fail(f"no such file or folder: {p}")
 
 
 def ingest(
@@ -17,27 +33,27 @@ def ingest(
         ..., help="Files, folders, .jsonl files, the cookbook JSON, or s3://bucket/prefix (one object, one document)."),
     collection: str = typer.Option(..., "--collection", "-c"),
     fmt: str = typer.Option("auto", "--format", help="auto | files | jsonl | cookbook"),
-    contextualizer: Optional[str] = typer.Option(None, help="At creation: keywords | structural | none | anthropic | bedrock"),
-    model: Optional[str] = typer.Option(None, help="At creation: the LLM model id."),
-    embedder: Optional[str] = typer.Option(
+    contextualizer: str | None = typer.Option(None, help="At creation: keywords | structural | none | anthropic | bedrock"),
+    model: str | None = typer.Option(None, help="At creation: the LLM model id."),
+    embedder: str | None = typer.Option(
         None, help="At creation: local | local-multilingual | voyage | voyage-context | bedrock."),
-    embed_model: Optional[str] = typer.Option(None, help="At creation: the embedder's model (API embedders)."),
-    language: Optional[str] = typer.Option(None, help="At creation: english | french | german."),
-    chunk_tokens: Optional[int] = typer.Option(None, help="At creation: chunk size in tokens."),
-    chunk_overlap: Optional[int] = typer.Option(None, help="At creation: overlap in tokens."),
-    embed_context: Optional[bool] = typer.Option(None, "--embed-context/--embed-chunk-only",
+    embed_model: str | None = typer.Option(None, help="At creation: the embedder's model (API embedders)."),
+    language: str | None = typer.Option(None, help="At creation: english | french | german."),
+    chunk_tokens: int | None = typer.Option(None, help="At creation: chunk size in tokens."),
+    chunk_overlap: int | None = typer.Option(None, help="At creation: overlap in tokens."),
+    embed_context: bool | None = typer.Option(None, "--embed-context/--embed-chunk-only",
                                                  help="At creation: embed context + chunk, or the chunk alone."),
-    context_weight: Optional[float] = typer.Option(None, help="At creation: BM25 weight of the context field."),
-    fusion: Optional[str] = typer.Option(None, help="At creation: rrf | weighted."),
-    dense_weight: Optional[float] = typer.Option(
+    context_weight: float | None = typer.Option(None, help="At creation: BM25 weight of the context field."),
+    fusion: str | None = typer.Option(None, help="At creation: rrf | weighted."),
+    dense_weight: float | None = typer.Option(
         None, help="At creation: weight of the dense side in fusion (default: by the collection's share of code)."),
-    rrf_k: Optional[int] = typer.Option(None, "--rrf-k", min=1, max=1000, help="At creation: RRF's k."),
-    index_shards: Optional[int] = typer.Option(None, min=1, max=64, help="At creation: the index's primary shards."),
-    index_replicas: Optional[str] = typer.Option(
+    rrf_k: int | None = typer.Option(None, "--rrf-k", min=1, max=1000, help="At creation: RRF's k."),
+    index_shards: int | None = typer.Option(None, min=1, max=64, help="At creation: the index's primary shards."),
+    index_replicas: str | None = typer.Option(
         None, help="At creation: replicas, a count (1) or a range kept to the nodes there are (0-1, the default)."),
     no_wait: bool = typer.Option(False, "--no-wait", help="Return once queued."),
     batch: bool = typer.Option(False, "--batch", help="Situate through Anthropic Message Batches (-50%, slower)."),
-    timeout: Optional[float] = typer.Option(None, help="Stop waiting after this many seconds."),
+    timeout: float | None = typer.Option(None, help="Stop waiting after this many seconds."),
     json_output: bool = typer.Option(False, "--json", help="Print a JSON summary."),
     estimate: bool = typer.Option(False, "--estimate", help="Print the bill (calls, tokens, cost, time at the "
                                   "rate limits) and queue nothing; no LLM call is made."),
@@ -50,21 +66,10 @@ def ingest(
     """Queue documents; by default wait until each is indexed or failed (exit 1 if any failed)."""
     import time
 
-    from producers import loaders, submit
+    from producers import loaders, s3, submit
     from workers.storage import capacity
 
-    from producers import s3
-
-    if fmt not in loaders.FORMATS:
-        fail(f"--format must be one of {loaders.FORMATS}")
-    for p in paths:
-        if s3.is_s3(p):
-            try:
-                s3.parse(p)
-            except ValueError as e:
-                fail(str(e))
-        elif not Path(p).exists():
-            fail(f"no such file or folder: {p}")
+    _check_sources(paths, fmt)
     listing = s3.Listing()
     selection = loaders.Selection(include=include, exclude=exclude, follow_symlinks=follow_symlinks)
     skipped = loaders.Skipped()
@@ -145,7 +150,7 @@ def ingest(
 def _print_estimate(collection: str, requested: dict, documents, json_output: bool) -> None:
     from producers.estimate import estimate
     from workers import lifecycle
-    from workers.storage.catalog import CollectionError
+    from workers.errors import CollectionError
 
     try:
         config = lifecycle.planned(collection, **requested)
@@ -186,7 +191,7 @@ def drop(collection: str = typer.Option(..., "--collection", "-c"),
 
     try:
         unfinished = catalog.find(collection) is None and catalog.dropping(collection) is not None
-    except catalog.CollectionError as e:
+    except errors.CollectionError as e:
         fail(str(e))
     if not unfinished:
         existing(collection)
@@ -194,7 +199,7 @@ def drop(collection: str = typer.Option(..., "--collection", "-c"),
         raise typer.Exit(1)
     try:
         lifecycle.delete(collection)
-    except catalog.CollectionError as e:
+    except errors.CollectionError as e:
         fail(str(e))
     except Exception as e:  # OpenSearch or Redis unreachable: the tombstone keeps the rest for later
         fail(f"{collection}: the drop did not finish ({type(e).__name__}: {e}); run it again to finish", 1)

@@ -32,7 +32,7 @@ cli.add_typer(tokens.tokens, name="token")
 
 
 def main() -> None:
-    from workers.settings import ConfigurationError
+    from workers.errors import ConfigurationError
 
     try:
         cli()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from typing import Optional
 
 import typer
 from rich.table import Table
@@ -12,8 +11,8 @@ from producers.cli.common import existing, fail, out, safe
 
 
 def status(
-    collection: Optional[str] = typer.Option(None, "--collection", "-c"),
-    doc_id: Optional[str] = typer.Option(None, "--doc"),
+    collection: str | None = typer.Option(None, "--collection", "-c"),
+    doc_id: str | None = typer.Option(None, "--doc"),
     json_output: bool = typer.Option(False, "--json"),
     watch: bool = typer.Option(False, "--watch", "-w", help="Live bars per collection and stage, until Ctrl-C."),
     interval: float = typer.Option(2.0, help="Seconds between updates with --watch.", min=0.2),
@@ -60,7 +59,7 @@ def status(
 
 
 def stats(
-    collection: Optional[str] = typer.Option(None, "--collection", "-c"),
+    collection: str | None = typer.Option(None, "--collection", "-c"),
     runs: int = typer.Option(5, help="How many recent runs to show."),
     json_output: bool = typer.Option(False, "--json"),
 ) -> None:

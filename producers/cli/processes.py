@@ -5,19 +5,20 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
+from workers import errors
+
 
 def worker(
-    queues: Optional[str] = typer.Option(
+    queues: str | None = typer.Option(
         None, help="Comma-separated queues: chunk, contextualize.0 … contextualize.N-1, index (default: all)."),
     concurrency: int = typer.Option(2, "--concurrency", "-c", min=1),
     loglevel: str = typer.Option("INFO"),
-    hostname: Optional[str] = typer.Option(None, help="Celery node name (default situate@host)."),
+    hostname: str | None = typer.Option(None, help="Celery node name (default situate@host)."),
     pool: str = typer.Option("prefork", help="prefork (CPU: chunking, embedding) or threads (LLM calls)."),
-    autoscale: Optional[str] = typer.Option(
+    autoscale: str | None = typer.Option(
         None, help="MIN,MAX pool processes: grown while tasks wait, shrunk when idle (prefork only)."),
 ) -> None:
     """Run a Celery worker on the pipeline's queues. For LLM contextualizers, a worker with
@@ -25,10 +26,9 @@ def worker(
     Workers on any number of hosts share the queues; add one to go faster (ARCHITECTURE.md)."""
     import os
 
+    from producers.cli.common import fail
     from workers.pipeline.app import app
     from workers.pipeline.routing import all_queues, expand
-
-    from producers.cli.common import fail
 
     bounds = None
     if autoscale:
@@ -74,7 +74,7 @@ def api(host: str = typer.Option("127.0.0.1"), port: int = typer.Option(8000)) -
     uvicorn.run("producers.api:app", host=host, port=port, log_config=None, access_log=True)
 
 
-def mcp(token_file: Optional[Path] = typer.Option(
+def mcp(token_file: Path | None = typer.Option(
         None, "--token-file", help="A file holding the token to act with (`situate token create`); its scope holds.")) -> None:
     """Serve situate's MCP tools (search, list_collections, read) over stdio, for an MCP client
     that starts this command. Reads Redis and OpenSearch itself: no API needed. Without
@@ -100,7 +100,7 @@ def mcp(token_file: Optional[Path] = typer.Option(
              "SITUATE_API_TOKEN in the environment to act as its admin")
     try:
         server = stdio_server(token)
-    except auth.Denied as e:
+    except errors.Denied as e:
         fail(f"--token-file: {e}")
     server.run("stdio")
 

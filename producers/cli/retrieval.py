@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.table import Table
@@ -18,11 +17,11 @@ def search(
     k: int = typer.Option(10, "--k", min=1, max=1000),
     mode: str = typer.Option("hybrid", help="hybrid | bm25 | dense"),
     filters: list[str] = typer.Option([], "--filter", help="metadata KEY=VALUE (repeatable)"),
-    fusion: Optional[str] = typer.Option(None, help="rrf | weighted (default: the collection's)"),
-    context_weight: Optional[float] = typer.Option(None, help="BM25 weight of the context field"),
-    dense_weight: Optional[float] = typer.Option(None, help="weight of the dense side in fusion"),
-    rrf_k: Optional[int] = typer.Option(None, "--rrf-k", min=1, max=1000, help="RRF's k (lower: sharper)"),
-    reranker: Optional[str] = typer.Option(None, help="none | voyage | bedrock | cohere | onnx"),
+    fusion: str | None = typer.Option(None, help="rrf | weighted (default: the collection's)"),
+    context_weight: float | None = typer.Option(None, help="BM25 weight of the context field"),
+    dense_weight: float | None = typer.Option(None, help="weight of the dense side in fusion"),
+    rrf_k: int | None = typer.Option(None, "--rrf-k", min=1, max=1000, help="RRF's k (lower: sharper)"),
+    reranker: str | None = typer.Option(None, help="none | voyage | bedrock | cohere | onnx"),
     json_output: bool = typer.Option(False, "--json"),
 ) -> None:
     """Hybrid search (BM25 + k-NN, fused, optionally reranked) over a collection."""
@@ -99,30 +98,31 @@ def _evaluate_collection(labelled, name: str, config, spec: str, reranker: str, 
 def eval_cmd(
     names: list[str] = typer.Option([], "--collection", "-c",
                                     help="Repeat to compare collections (e.g. plain, then contextual)."),
-    queries: Optional[Path] = typer.Option(None, "--queries", exists=True, dir_okay=False),
+    queries: Path | None = typer.Option(None, "--queries", exists=True, dir_okay=False),
     fmt: str = typer.Option("cookbook", "--format", help="cookbook | jsonl"),
-    suites_file: Optional[Path] = typer.Option(
+    suites_file: Path | None = typer.Option(
         None, "--suites", exists=True, dir_okay=False,
         help="several corpora at once (YAML: name -> queries, format, collections by role); a table per "
              "corpus and a summary"),
-    configs: Optional[str] = typer.Option(
+    configs: str | None = typer.Option(
         None, help="comma-separated: dense, bm25, hybrid, hybrid+rerank (default: dense,bm25,hybrid "
                    "and hybrid+rerank when a reranker is set)"),
-    reranker: Optional[str] = typer.Option(None, help="reranker for +rerank configurations (default: SITUATE_RERANKER)"),
-    fusion: Optional[str] = typer.Option(None, help="override every collection's fusion"),
-    context_weight: Optional[float] = typer.Option(None, help="override the BM25 weight of contexts"),
-    dense_weight: Optional[float] = typer.Option(None, help="override the dense weight"),
-    rrf_k: Optional[int] = typer.Option(None, "--rrf-k", min=1, max=1000, help="override RRF's k"),
-    compare: Optional[str] = typer.Option(
+    reranker: str | None = typer.Option(None, help="reranker for +rerank configurations (default: SITUATE_RERANKER)"),
+    fusion: str | None = typer.Option(None, help="override every collection's fusion"),
+    context_weight: float | None = typer.Option(None, help="override the BM25 weight of contexts"),
+    dense_weight: float | None = typer.Option(None, help="override the dense weight"),
+    rrf_k: int | None = typer.Option(None, "--rrf-k", min=1, max=1000, help="override RRF's k"),
+    compare: str | None = typer.Option(
         None, help="BEFORE,AFTER configuration labels whose flipped queries are listed "
                    "(default: the first collection's hybrid against the last one's, or dense against hybrid)"),
-    report: Optional[Path] = typer.Option(None, help="write report.md and pass_at_k.png into this folder"),
+    report: Path | None = typer.Option(None, help="write report.md and pass_at_k.png into this folder"),
     json_output: bool = typer.Option(False, "--json"),
 ) -> None:
     """Pass@k, Recall@k (k = 5, 10, 20) and MRR@10 of each search configuration, side by side;
     the queries that flipped between two of them; optionally a markdown report and a chart.
     With --suites, on several corpora at once."""
-    from producers.evaluate import QueryFileError, load_queries
+    from producers.evaluate import load_queries
+    from workers.errors import QueryFileError
     from workers.settings import get_settings
 
     chosen_reranker = reranker or get_settings().reranker
@@ -219,10 +219,11 @@ def describe(name: str, c, overrides: dict) -> str:
             f"context weight {r.context_weight}")
 
 
-def _eval_suites(path: Path, spec: str, chosen_reranker: str, overrides: dict, report: Optional[Path],
+def _eval_suites(path: Path, spec: str, chosen_reranker: str, overrides: dict, report: Path | None,
                  json_output: bool) -> None:
     from producers import suites
-    from producers.evaluate import KS, QueryFileError
+    from producers.evaluate import KS
+    from workers.errors import QueryFileError
 
     try:
         loaded_suites = suites.load_suites(path)
@@ -266,7 +267,7 @@ def tune(
     queries: Path = typer.Option(..., "--queries", exists=True, dir_okay=False),
     fmt: str = typer.Option("cookbook", "--format", help="cookbook | jsonl"),
     folds: int = typer.Option(5, min=2, max=20, help="cross-validation folds"),
-    reranker: Optional[str] = typer.Option(None, "--reranker",
+    reranker: str | None = typer.Option(None, "--reranker",
                                            help="also try each setting reranked by this (none | voyage | bedrock | "
                                                 "cohere | onnx); default: the collection's or the server's reranker"),
     apply: bool = typer.Option(False, "--apply", help="store the winner as the collection's search defaults"),
@@ -275,9 +276,10 @@ def tune(
     """Find the fusion, weights, RRF k and reranking that suit your labelled queries, graded with
     cross-validation (never on the queries a setting was chosen on); --apply stores the winner."""
     from producers import tuning
-    from producers.evaluate import KS, QueryFileError, load_queries
+    from producers.evaluate import KS, load_queries
     from producers.retrieval import rerankers as retrieval_rerankers
     from workers import lifecycle
+    from workers.errors import QueryFileError
 
     config = existing(collection)
     try:

@@ -8,6 +8,7 @@ import typer
 from rich.table import Table
 
 from producers.cli.common import fail, out, safe
+from workers import errors
 
 tokens = typer.Typer(no_args_is_help=True, help="API tokens: create, list, revoke.")
 
@@ -23,7 +24,7 @@ def create(collection: str = typer.Option(..., "--collection", "-c", help="A col
     if collection != "*":
         try:
             catalog.validate_name(collection)
-        except catalog.CollectionError as e:
+        except errors.CollectionError as e:
             fail(str(e))
     if scope not in auth.SCOPES:
         fail(f"--scope must be one of {', '.join(auth.SCOPES)}")

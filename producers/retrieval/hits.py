@@ -23,7 +23,7 @@ class HitOut(BaseModel):
     title: str | None = Field(None, description="The document's title.")
 
     @classmethod
-    def of(cls, h: Hit) -> "HitOut":
+    def of(cls, h: Hit) -> HitOut:
         return cls(doc_id=h.doc_id, chunk=h.chunk, score=h.score, text=h.text, context=h.context,
                    metadata=h.metadata, pages=h.pages, section=h.section, title=h.title)
 

@@ -37,7 +37,7 @@ class SearchOptions:
     candidates: int = CANDIDATES
     rrf_k: int | None = None
 
-    def resolved(self, config: CollectionConfig) -> "SearchOptions":
+    def resolved(self, config: CollectionConfig) -> SearchOptions:
         dense = self.dense_weight if self.dense_weight is not None else config.dense_weight
         opts = SearchOptions(
             self.mode,

@@ -39,7 +39,7 @@ def pdf(pages: list[list[str]], title: str = "", outline: list[tuple[str, int]] 
     if outline:
         root = add("")
         items = []
-        for t, index in outline:
+        for _ in outline:
             items.append(add(""))
         for i, (t, index) in enumerate(outline):
             links = (f" /Prev {items[i - 1]} 0 R" if i else "") + (f" /Next {items[i + 1]} 0 R" if i + 1 < len(items) else "")
@@ -122,7 +122,8 @@ SPHINX_PAGE = """<!DOCTYPE html>
 <p>{intro}</p>
 <section id="schedule"><h2>Schedule<a class="headerlink" href="#schedule">¶</a></h2>
 <p>{schedule}</p>
-<table><tr><th>key</th><th>every</th></tr><tr><td>signing</td><td>90 days</td></tr><tr><td>transport</td><td>30 days</td></tr></table>
+<table><tr><th>key</th><th>every</th></tr><tr><td>signing</td><td>90 days</td></tr>
+<tr><td>transport</td><td>30 days</td></tr></table>
 </section></section></div></div>
 <div class="footer">© FOOTERTERM 2026</div></body></html>"""
 

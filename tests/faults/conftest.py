@@ -15,8 +15,8 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 
 import pytest
-
 from harness import LOGS, ROOT, RedisServer, StandIn, Worker
+
 from tests.faults import figures as fault_figures
 from tests.support import SECRET_KEY, TEST_MODEL, use_services
 
@@ -79,7 +79,7 @@ class Fleet:
                     "SITUATE_LLM_MAX_ATTEMPTS": "30", **env}
         self.workers: list[Worker] = []
 
-    def start(self, n: int = 2, concurrency: int = 3) -> "Fleet":
+    def start(self, n: int = 2, concurrency: int = 3) -> Fleet:
         for _ in range(n):
             self.workers.append(Worker(concurrency, env=self.env, name=f"fault-{uuid.uuid4().hex[:6]}"))
         return self
@@ -127,7 +127,8 @@ def documents(n: int, chunks: int = 4, words: int = 60, tag: str = "v1", marker:
 
 
 def submit(collection: str, docs: list[dict], **settings) -> list:
-    from producers.submit import RawDocument, submit as submit_all
+    from producers.submit import RawDocument
+    from producers.submit import submit as submit_all
     from workers import lifecycle
 
     config = lifecycle.ensure(collection, **settings)
@@ -138,9 +139,9 @@ def submit(collection: str, docs: list[dict], **settings) -> list:
 
 def wait_done(collection: str, doc_ids: list[str], timeout: float) -> float:
     """Seconds until every document is indexed or failed; fails the test at ``timeout``."""
-    from workers.storage import states
-
     from redis.exceptions import ConnectionError as RedisDown
+
+    from workers.storage import states
 
     started = time.monotonic()
     while True:

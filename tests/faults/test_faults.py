@@ -8,10 +8,10 @@ import threading
 import time
 import uuid
 
+import harness
 import httpx
 import pytest
 
-import harness
 import tests.faults.plugins  # noqa: F401 - registers anthropic-crashy here too, as the workers do
 from tests.faults.conftest import audit, documents, expected_of, report, submit, wait_done
 from tests.support import TEST_MODEL, cookbook_docs, use_services
@@ -175,7 +175,8 @@ def test_an_index_blocked_for_writes_30_seconds_mid_run(standin, fleet, collecti
     in_flight = standin.in_flight_during(fault, time.time())
     took = wait_done(collection_name, [d["id"] for d in docs], timeout=400)
     result = audit(collection_name, expected_of(docs), standin)
-    report("index blocked for writes 30 s (disk full, then a write block)", result, in_flight=in_flight, writes_blocked=int(blocked_writes()),
+    report("index blocked for writes 30 s (disk full, then a write block)", result, in_flight=in_flight,
+           writes_blocked=int(blocked_writes()),
            indexed_when_lifted=during, done_s_after_lift=round(took, 1))
     assert {"index": index, "block": "read_only_allow_delete"} in shown
     assert blocked_writes() >= 1, "no write met the block: the fault tested nothing"

@@ -11,8 +11,8 @@ from typing import Any
 
 import httpx
 import pytest
-
 from harness import SITUATE, Api
+
 from producers import auth
 from producers.client import SituateClient
 from producers.evaluate import load_queries

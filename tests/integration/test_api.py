@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import httpx
 import pytest
-
 from harness import Api
-from producers.client import SituateClient, SituateError
+
+from producers.client import SituateClient
+from workers.errors import SituateError
 
 TOKEN = "test-token-7f3a"
 

@@ -8,8 +8,8 @@ import time
 
 import httpx
 import pytest
-
 from harness import Api
+
 from tests.support import TEST_MODEL, run_cli, write_jsonl
 
 ADMIN = "bad-input-admin-token"
@@ -67,7 +67,8 @@ BAD_DOCUMENTS = {
     "id a number": ({"id": 5, "text": "ok"}, "'id'"),
     "chunks a string": ({"id": "chunkstr", "text": "ok", "chunks": "ok"}, "list"),
     "empty pre-made chunk": ({"id": "emptychunk", "text": "a b", "chunks": ["a", " "]}, "empty"),
-    "duplicate chunk numbers": ({"id": "dupes", "text": "a b", "chunks": [{"n": 1, "text": "a"}, {"n": 1, "text": "b"}]}, "distinct"),
+    "duplicate chunk numbers": ({"id": "dupes", "text": "a b", "chunks": [{"n": 1, "text": "a"}, {"n": 1, "text": "b"}]},
+                                "distinct"),
     "negative chunk number": ({"id": "negative", "text": "a", "chunks": [{"n": -1, "text": "a"}]}, "chunks"),
     "id with a control character": ({"id": "a\x07b", "text": "ok"}, "doc_id"),
     "id climbing a path": ({"id": "../../etc/passwd", "text": "ok"}, "doc_id"),
@@ -88,7 +89,7 @@ def test_a_batch_of_bad_documents_fails_each_alone_and_indexes_the_good(api, wor
     assert r.status_code == 202, r.text
     results = r.json()["documents"]
     assert len(results) == len(docs)
-    for (name, (doc, word)), result in zip(BAD_DOCUMENTS.items(), results[len(good):]):
+    for (name, (_doc, word)), result in zip(BAD_DOCUMENTS.items(), results[len(good):]):
         assert result["state"] == "failed" and word in (result["error"] or ""), (name, result)
     assert [r["state"] for r in results[:len(good)]] == ["queued"] * len(good)
     deadline = time.monotonic() + 120

@@ -10,8 +10,8 @@ import json
 
 import httpx
 import pytest
-
 from harness import Api
+
 from tests.documents import make
 from tests.support import run_cli
 from tests.unit.test_extraction import report_pdf

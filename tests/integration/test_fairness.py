@@ -9,6 +9,7 @@ import time
 import uuid
 
 from harness import RedisServer, Worker
+
 from tests.faults import figures
 from tests.support import use_services
 

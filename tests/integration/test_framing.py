@@ -13,8 +13,8 @@ import time
 
 import httpx
 import pytest
-
 from harness import Api, RedisServer
+
 from tests.support import use_services
 
 ADMIN = "framing-admin-token-3f9a"

@@ -4,8 +4,8 @@ from the index, and nothing of them left in Redis."""
 from __future__ import annotations
 
 import pytest
-
 from harness import Api
+
 from producers.client import SituateClient
 from tests.support import ingest, run_cli
 from workers.connections import redis_client
@@ -61,7 +61,7 @@ def test_index_shards_and_replicas_are_per_collection(collection_name):
     """Default: one shard, replicas 0-1 (green on one node, a copy once a second joins)."""
     from workers import lifecycle
     from workers.connections import opensearch_client
-    from workers.storage.catalog import CollectionError
+    from workers.errors import CollectionError
 
     client = opensearch_client()
     default = lifecycle.ensure(collection_name)

@@ -13,7 +13,6 @@ from tests.support import SECRET_KEY, TEST_MODEL, run_cli, write_jsonl
 from workers.contextualizers.claude import usage
 from workers.storage import catalog, chunk_index, states
 
-
 BIG = 400  # words per chunk: 4+ such chunks exceed the 2,048-token cache minimum
 
 

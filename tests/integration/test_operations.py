@@ -13,9 +13,9 @@ import time
 import httpx
 import numpy as np
 import pytest
+from harness import SITUATE, Api, free_port, stop
 from prometheus_client.parser import text_string_to_metric_families
 
-from harness import SITUATE, Api, free_port, stop
 from tests.support import TEST_MODEL, cookbook_docs, ingest, run_cli
 
 TOKEN = "ops-token-5c1e"
@@ -104,10 +104,10 @@ def test_metrics_match_stats_and_cover_the_pipeline(api, run):
 def test_queue_depth_and_oldest_age_follow_waiting_messages(api, worker):
     """A message waiting while the workers stop reading its queue: counted, in its priority
     list, with its age."""
+    import socket
+
     from workers.connections import redis_client
     from workers.pipeline.app import app
-
-    import socket
 
     queue = "contextualize.3"
     # Only the session's worker reads it now; naming it, the reply comes as soon as it answers.
@@ -156,7 +156,10 @@ def test_dashboard_in_a_real_browser_shows_what_stats_says(api, run, tmp_path):
 
         cookie = next(c for c in page.context.cookies() if c["name"] == "situate_session")
         assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
-        cell = lambda field: row.locator(f'[data-field="{field}"]').text_content()  # noqa: E731
+
+        def cell(field: str) -> str | None:
+            return row.locator(f'[data-field="{field}"]').text_content()
+
         assert cell("calls") == f"{bill['calls']:,}"
         for kind in ("input", "cache_write", "cache_read", "output"):
             assert cell(f"{kind}_tokens") == f"{bill[f'{kind}_tokens']:,}", kind

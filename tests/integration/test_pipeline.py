@@ -93,7 +93,8 @@ def test_bad_documents_fail_alone_with_a_reason(worker, collection_name, tmp_pat
     folder = tmp_path / "docs"
     folder.mkdir()
     (folder / "good.md").write_text("# Quokkas\n\nThe quokka is a small marsupial living on Rottnest Island.\n")
-    (folder / "also-good.py").write_text("def pangolin_scales():\n    '''Pangolins are covered in keratin scales.'''\n    return 42\n")
+    (folder / "also-good.py").write_text(
+        "def pangolin_scales():\n    '''Pangolins are covered in keratin scales.'''\n    return 42\n")
     (folder / "empty.txt").write_text("   \n\n")
     (folder / "binary.dat").write_bytes(bytes(range(256)) * 8)
     (folder / "latin1.txt").write_bytes("Größe und Übermaß".encode("latin-1"))

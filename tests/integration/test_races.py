@@ -12,9 +12,10 @@ from __future__ import annotations
 import threading
 import time
 
+import opensearchpy
 import pytest
-
 from harness import free_port
+
 from tests.support import ingest, run_cli, use_services
 
 
@@ -134,13 +135,13 @@ def test_an_index_task_whose_collection_is_dropped_meanwhile_writes_nothing(coll
 
 
 def test_a_drop_cut_short_by_opensearch_is_finished_by_the_next(worker, collection_name):
-    from harness import Api
     import httpx
+    from harness import Api
 
     from workers import lifecycle
     from workers.connections import opensearch_client
+    from workers.errors import Conflict, NoSuchCollection
     from workers.storage import catalog, states
-    from workers.storage.catalog import Conflict, NoSuchCollection
 
     assert ingest(collection_name, [{"id": "a", "text": "Otters float on their backs."}],
                   contextualizer="none")["a"]["state"] == "indexed"
@@ -159,7 +160,7 @@ def test_a_drop_cut_short_by_opensearch_is_finished_by_the_next(worker, collecti
     with pytest.raises(Conflict):
         lifecycle.ensure(collection_name, contextualizer="none")
     with use_services(opensearch_url=dead):  # and again with OpenSearch down: still resumable
-        with pytest.raises(Exception):
+        with pytest.raises(opensearchpy.exceptions.ConnectionError):
             lifecycle.delete(collection_name)
     result = run_cli("drop", "-c", collection_name, "--yes")
     assert result.returncode == 0, result.stderr

@@ -7,8 +7,8 @@ def test_rate_limiter_is_shared_and_429_penalties_do_not_add_up():
     import time
     import uuid
 
-    from workers.models import Limits
     from workers.contextualizers.claude.ratelimit import RateLimiter
+    from workers.models import Limits
 
     scope = uuid.uuid4().hex
     a, b = RateLimiter(scope, Limits(rpm=120, itpm=10**6, otpm=10**6), burst_s=1.0), \
@@ -31,8 +31,8 @@ def test_rate_limiter_settles_a_request_larger_than_its_bucket_as_the_provider_c
 
     import pytest
 
-    from workers.models import Limits
     from workers.contextualizers.claude.ratelimit import RateLimiter
+    from workers.models import Limits
 
     limiter = RateLimiter(uuid.uuid4().hex, Limits(rpm=6000, itpm=600, otpm=10**6), burst_s=1.0)  # 10 tokens, 10/s
     taken = limiter.acquire(50, 1)
@@ -51,8 +51,8 @@ def test_rate_limiter_does_not_trust_worker_clocks(monkeypatch):
 
     import pytest
 
-    from workers.models import Limits
     from workers.contextualizers.claude.ratelimit import RateLimiter
+    from workers.models import Limits
 
     limiter = RateLimiter(uuid.uuid4().hex, Limits(rpm=6000, itpm=600, otpm=10**6), burst_s=1.0)  # 10 tokens, 10/s
     limiter.acquire(10, 1)  # drained

@@ -12,8 +12,8 @@ import time
 
 import httpx
 import pytest
-
 from harness import Api, Worker, free_port
+
 from tests.support import run_cli
 
 ADMIN = "admin-token-9c1e-very-secret"

@@ -9,8 +9,8 @@ import time
 import uuid
 
 import pytest
-
 from harness import RedisServer, Worker, free_port, stop
+
 from tests.support import run_cli, write_jsonl
 
 

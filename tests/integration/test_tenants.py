@@ -9,8 +9,8 @@ import re
 
 import httpx
 import pytest
-
 from harness import Api
+
 from tests.support import run_cli
 
 ADMIN = "tenants-admin-token-71c2"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.documents import make
+from workers import errors
 
 COVER = ["UNITED STATES SECURITIES AND EXCHANGE COMMISSION", "FORM 10-K",
          "ANNUAL REPORT PURSUANT TO SECTION 13 OR 15(d) OF THE SECURITIES EXCHANGE ACT OF 1934",
@@ -78,9 +79,9 @@ def test_formats_are_told_by_their_content():
     assert detect.media_type(b"<!DOCTYPE html><html><body>x</body></html>", "page.txt") == "text/html"
     assert detect.media_type(b"a,b\n1,2\n", "t.csv") == "text/csv"
     assert detect.media_type(b"# Notes\n\nplain text", "notes.md") == detect.TEXT
-    with pytest.raises(detect.Unsupported, match="PNG"):
+    with pytest.raises(errors.Unsupported, match="PNG"):
         detect.media_type(b"\x89PNG\r\n\x1a\n....", "x.pdf")
-    with pytest.raises(detect.Unsupported, match="not one"):
+    with pytest.raises(errors.Unsupported, match="not one"):
         detect.media_type(b"just some text", "report.pdf")
 
 
@@ -94,7 +95,8 @@ def test_office_files_keep_their_headings_tables_and_slides(tmp_path):
     deck = make.pptx(tmp_path / "d.pptx", [("Roadmap", ["Kelp in Q1", "Otters in Q2"]), ("Budget", ["Flat"])])
     slides = extract(deck.read_bytes(), "d.pptx")
     assert slides.pages_total == 2 and slides.page_of(slides.text.index("Budget")) == 2
-    book = make.xlsx(tmp_path / "f.xlsx", {"Revenue": [["year", "usd"], [2023, 10], [2024, 12]], "Costs": [["year", "usd"], [2024, 7]]})
+    book = make.xlsx(tmp_path / "f.xlsx", {"Revenue": [["year", "usd"], [2023, 10], [2024, 12]],
+                                           "Costs": [["year", "usd"], [2024, 7]]})
     sheets = extract(book.read_bytes(), "f.xlsx")
     assert [t for _, _, t in sheets.headings] == ["Revenue", "Costs"] and "| 2024 | 12 |" in sheets.text
 
@@ -132,8 +134,8 @@ def test_a_long_table_is_cut_by_rows_each_piece_with_its_caption_and_header():
 @pytest.mark.parametrize("name", ["truncated.pdf", "scan.pdf", "ten-thousand-pages.pdf", "not-really.pdf",
                                   "encrypted.pdf", "bomb.docx", "laughs.docx", "nested.html"])
 def test_a_hostile_file_fails_with_its_reason_and_the_sandbox_serves_the_next(tmp_path, name):
+    from workers.errors import ExtractionError
     from workers.extraction import detect, sandbox
-    from workers.extraction.document import ExtractionError
     from workers.extraction.limits import Limits
 
     expected = make.hostile(tmp_path)
@@ -147,8 +149,8 @@ def test_a_hostile_file_fails_with_its_reason_and_the_sandbox_serves_the_next(tm
 
 
 def test_a_file_past_the_time_or_memory_limit_stops_its_extractor_not_the_caller():
+    from workers.errors import ExtractionError
     from workers.extraction import sandbox
-    from workers.extraction.document import ExtractionError
     from workers.extraction.limits import Limits
 
     data = report_pdf()

@@ -10,8 +10,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("workers", "producers")
-OPS_MODULES = ("harness", "standin", "standin_cache", "standin_vectors", "standin_batches", "bench", "bench_common", "bench_retrieval",
-               "bench_situate", "bench_memory", "bench_corpora", "bench_llm_cost", "bench_extractors")  # imported by name from ops/
+# imported by name from ops/
+OPS_MODULES = ("harness", "standin", "standin_cache", "standin_vectors", "standin_batches", "bench", "bench_common",
+               "bench_retrieval", "bench_situate", "bench_memory", "bench_corpora", "bench_llm_cost", "bench_extractors")
 MAX_LINES = 450
 
 

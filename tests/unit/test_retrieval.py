@@ -62,9 +62,9 @@ def test_onnx_cross_encoder_file(tmp_path, monkeypatch):
     path: tokenizer beside the file, pairs in, first output as the score."""
     import onnx  # the [test] extra
     from onnx import TensorProto, helper
+    from tokenizers import Tokenizer
 
     from workers.chunking import TOKENIZER_PATH
-    from tokenizers import Tokenizer
 
     target = Tokenizer.from_file(str(TOKENIZER_PATH)).token_to_id("otter")
     graph = helper.make_graph(

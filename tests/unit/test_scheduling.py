@@ -84,7 +84,8 @@ def test_a_llama_cpp_built_for_amx_is_refused_with_the_remedy(monkeypatch):
     import pytest
 
     from workers import settings
-    from workers.contextualizers.llama import LocalLLMError, check_build
+    from workers.contextualizers.llama import check_build
+    from workers.errors import LocalLLMError
 
     baseline = "CPU : SSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | BMI2 = 1 | OPENMP = 1 |"
     native = "CPU : SSE3 = 1 | AVX2 = 1 | AVX512 = 1 | AVX512_BF16 = 1 | AMX_INT8 = 1 | OPENMP = 1 |"

@@ -8,8 +8,9 @@ concurrency of its calls (warm the cache with one call, then fan out). A context
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Protocol
+from typing import Any, Protocol
 
 from workers.chunking import Chunk
 

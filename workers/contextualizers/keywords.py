@@ -17,8 +17,8 @@ import math
 import re
 from collections import Counter
 
-from workers.contextualizers import structure
 from workers.chunking import Chunk
+from workers.contextualizers import structure
 
 KEY_TERMS = 15
 OUTLINE_NAMES = 40

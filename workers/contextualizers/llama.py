@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from workers.chunking import Chunk
 from workers.contextualizers import prompts
 from workers.contextualizers.base import Context, SourceDocument
-from workers.documents import PublicError
+from workers.errors import LocalLLMError
 from workers.settings import get_settings
 from workers.storage.catalog import CollectionConfig
 
@@ -35,9 +36,6 @@ PROMPT_OVERHEAD_TOKENS = 64  # the chat template's role markers around the messa
 _models: dict[str, Any] = {}
 _lock = threading.Lock()  # one generation at a time per process: the KV cache is per model
 
-
-class LocalLLMError(PublicError, RuntimeError):
-    pass
 
 
 def model_path(config: CollectionConfig) -> Path:
@@ -103,7 +101,10 @@ class LlamaContextualizer:
         beside the longest chunk, the prompt and the answer (counted with the model's own
         tokenizer, the only count llama.cpp will agree with)."""
         s = get_settings()
-        count = lambda text: len(model.tokenize(text.encode("utf-8"), add_bos=False))  # noqa: E731
+
+        def count(text: str) -> int:
+            return len(model.tokenize(text.encode("utf-8"), add_bos=False))
+
         fixed = count(SYSTEM) + count(self._messages("", max(chunks, key=lambda c: len(c.text)))[1]["content"])
         budget = s.llama_n_ctx - s.llm_max_output_tokens - fixed - PROMPT_OVERHEAD_TOKENS
         if budget < 256:

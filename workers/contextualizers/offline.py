@@ -13,7 +13,7 @@ and it is embedded with the chunk (``Context.embed``).
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from workers.chunking import Chunk
 from workers.contextualizers import header, keywords, structure

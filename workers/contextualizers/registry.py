@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 from workers.contextualizers.base import Contextualizer
 from workers.contextualizers.offline import KeywordContext, NoContext, StructuralContext

@@ -21,8 +21,8 @@ both. Every prompt stays under ``opening_tokens + window_tokens``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from workers.chunking import Chunk
 

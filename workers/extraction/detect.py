@@ -13,6 +13,7 @@ import io
 import zipfile
 from pathlib import PurePosixPath
 
+from workers.errors import Unsupported
 from workers.extraction import office, pdf, tables, web
 
 TEXT = "text/plain"
@@ -25,9 +26,6 @@ LABELS = {pdf.MEDIA_TYPE: "PDF", web.MEDIA_TYPE: "HTML", tables.MEDIA_TYPE: "CSV
 DECLARED = {"application/xhtml+xml": web.MEDIA_TYPE, "text/tab-separated-values": tables.MEDIA_TYPE,
             **{t: t for t in EXTRACTED}}
 
-
-class Unsupported(ValueError):
-    """A format we do not read: the message says which, and what to do."""
 
 
 _NOT_DOCUMENTS = [(b"\x89PNG", "a PNG image"), (b"\xff\xd8\xff", "a JPEG image"), (b"GIF8", "a GIF image"),

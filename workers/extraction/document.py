@@ -14,10 +14,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 
-class ExtractionError(Exception):
-    """The file cannot be turned into text: the message says why, for the user (it is stored)."""
-
-
 @dataclass
 class Extracted:
     text: str
@@ -37,7 +33,7 @@ class Extracted:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "Extracted":
+    def from_json(cls, d: dict[str, Any]) -> Extracted:
         d = dict(d)
         d["headings"] = [tuple(h) for h in d.get("headings") or []]
         return cls(**d)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
+from workers.errors import ExtractionError
 from workers.extraction import office, pdf, tables, web
-from workers.extraction.document import Extracted, ExtractionError
+from workers.extraction.document import Extracted
 from workers.extraction.limits import Limits
 
 EXTRACTORS: dict[str, Callable[[Path, Limits, str], Extracted]] = {

@@ -8,7 +8,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from workers.extraction.document import ExtractionError
+from workers.errors import ExtractionError
 from workers.settings import get_settings
 
 
@@ -25,7 +25,7 @@ class Limits:
         return asdict(self)
 
     @classmethod
-    def from_settings(cls) -> "Limits":
+    def from_settings(cls) -> Limits:
         """The deployment's limits (``SITUATE_MAX_PAGES``, ``SITUATE_MAX_EXTRACTED_CHARS``,
         ``SITUATE_EXTRACT_TIMEOUT_S``, ``SITUATE_EXTRACT_MEMORY_MB``): a worker's, and an
         estimate's, which extracts as a worker would."""

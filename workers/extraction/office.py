@@ -13,8 +13,9 @@ from __future__ import annotations
 import zipfile
 from pathlib import Path
 
+from workers.errors import ExtractionError
 from workers.extraction import cover
-from workers.extraction.document import Extracted, ExtractionError
+from workers.extraction.document import Extracted
 from workers.extraction.limits import Budget, Limits
 from workers.extraction.markdown import Writer, table
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from workers.errors import ExtractionError
 from workers.extraction import cleanup, cover, headings
-from workers.extraction.document import Extracted, ExtractionError
+from workers.extraction.document import Extracted
 from workers.extraction.limits import Budget, Limits
 
 MEDIA_TYPE = "application/pdf"

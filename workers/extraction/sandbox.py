@@ -28,7 +28,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from workers.extraction.document import Extracted, ExtractionError
+from workers.errors import ExtractionError
+from workers.extraction.document import Extracted
 from workers.extraction.limits import Limits
 
 REUSE = 200  # documents one child serves before it is replaced

@@ -7,8 +7,9 @@ import csv
 import io
 from pathlib import Path
 
+from workers.errors import ExtractionError
 from workers.extraction import cover
-from workers.extraction.document import Extracted, ExtractionError
+from workers.extraction.document import Extracted
 from workers.extraction.limits import Budget, Limits
 from workers.extraction.markdown import Writer, table
 

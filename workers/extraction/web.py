@@ -12,8 +12,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from workers.errors import ExtractionError
 from workers.extraction import cover
-from workers.extraction.document import Extracted, ExtractionError
+from workers.extraction.document import Extracted
 from workers.extraction.limits import Budget, Limits
 from workers.extraction.markdown import Writer
 

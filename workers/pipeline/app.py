@@ -20,7 +20,6 @@ from celery.signals import before_task_publish, setup_logging, task_postrun, tas
 
 from workers import logs
 from workers.connections import broker_ssl, broker_transport_extras
-
 from workers.pipeline.delivery import Heartbeat
 from workers.pipeline.routing import CHUNK_QUEUE, INDEX_QUEUE, PRIORITY_SEP, PRIORITY_STEPS, QUEUED_AT_HEADER
 from workers.settings import get_settings

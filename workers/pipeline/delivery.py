@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from typing import Callable
+from collections.abc import Callable
 
 from billiard.exceptions import WorkerLostError
 from celery import bootsteps
@@ -33,9 +33,9 @@ from celery.worker import state as worker_state
 from celery.worker.request import Request
 
 from workers.pipeline import guard, presence
+from workers.settings import get_settings
 from workers.storage import fairqueue, states
 from workers.storage.scripts import script
-from workers.settings import get_settings
 
 log = logging.getLogger("situate.delivery")
 

@@ -20,10 +20,9 @@ from opensearchpy.exceptions import ConnectionError as OpenSearchConnectionError
 
 from workers import metrics
 from workers.connections import REDIS_NOT_NOW, redis_client
-from workers.documents import BadDocument, PublicError
+from workers.errors import BadDocument, PublicError, WriteNotNow
 from workers.settings import get_settings
 from workers.storage import states
-from workers.storage.chunk_index import WriteNotNow
 
 log = logging.getLogger("situate.tasks")
 

@@ -37,8 +37,15 @@ from workers import metrics
 from workers.connections import redis_client
 from workers.pipeline import delivery, fair
 from workers.pipeline.app import CHUNK_TASK, CONTEXTUALIZE_TASK, INDEX_TASK, app
-from workers.pipeline.routing import (CHUNK_PRIORITY, CHUNK_QUEUE, INDEX_QUEUE, all_queues, contextualize_priority,
-                                      document_queue, sublists)
+from workers.pipeline.routing import (
+    CHUNK_PRIORITY,
+    CHUNK_QUEUE,
+    INDEX_QUEUE,
+    all_queues,
+    contextualize_priority,
+    document_queue,
+    sublists,
+)
 from workers.settings import get_settings
 from workers.storage import fairqueue, states
 

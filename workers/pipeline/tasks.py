@@ -24,10 +24,10 @@ from workers.chunking import Chunk, guess_language, is_code, locate, split
 from workers.connections import redis_client
 from workers.contextualizers import registry, structure
 from workers.contextualizers.base import SourceDocument, contextualized_text
-from workers.documents import BadDocument
 from workers.embedding import registry as embedders
+from workers.errors import BadDocument, ExtractionError
 from workers.extraction import detect, sandbox
-from workers.extraction.document import Extracted, ExtractionError
+from workers.extraction.document import Extracted
 from workers.extraction.limits import Limits
 from workers.pipeline import fair, reconcile  # noqa: F401 - reconcile: a heartbeat duty of every worker
 from workers.pipeline.app import CHUNK_TASK, CONTEXTUALIZE_TASK, INDEX_TASK, SLICE_TASK, app

@@ -21,30 +21,16 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from workers.connections import redis_client
+from workers.errors import BadName, NoSuchCollection
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 LANGUAGES = ("english", "french", "german")
 FUSIONS = ("rrf", "weighted")
 
 
-class CollectionError(ValueError):
-    """A collection's settings conflict with what is asked, or are not allowed."""
 
 
-class NoSuchCollection(CollectionError):
-    pass
 
-
-class BadName(CollectionError):
-    pass
-
-
-class Conflict(CollectionError):
-    """Asked for other settings than the collection was created with."""
-
-
-class NotAllowed(CollectionError):
-    """Settings the deployment does not allow (``SITUATE_ALLOWED_MODELS``)."""
 
 
 class CollectionConfig(BaseModel):

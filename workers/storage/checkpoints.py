@@ -12,7 +12,6 @@ import json
 import threading
 from typing import Any
 
-
 from workers.chunking import Chunk
 from workers.connections import REDIS_NOT_NOW, redis_client
 

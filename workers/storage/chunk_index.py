@@ -23,10 +23,10 @@ from opensearchpy import TransportError, helpers
 
 from workers import metrics
 from workers.connections import opensearch_client
-from workers.documents import PublicError, chunk_id
+from workers.documents import chunk_id
 from workers.embedding import registry as embedders
+from workers.errors import WriteNotNow, WriteRefused
 from workers.storage.catalog import CollectionConfig
-
 
 # Per language: the filters after the identifier split (all from analysis-common).
 _LANGUAGE_FILTERS: dict[str, list[str]] = {
@@ -178,12 +178,6 @@ def delete_index(config: CollectionConfig) -> None:
     opensearch_client().indices.delete(index=config.index_name, ignore_unavailable=True)
 
 
-class WriteRefused(PublicError, RuntimeError):
-    """OpenSearch refused some of a document's chunks, for good (a mapping error, say)."""
-
-
-class WriteNotNow(WriteRefused):
-    """OpenSearch said "not now" (429, 5xx) to some chunks: the same write may be tried again."""
 
 
 def _source(doc_id: str, version: str, seq: int, row: dict[str, Any], metadata: dict[str, Any]) -> dict[str, Any]:

@@ -21,8 +21,9 @@ from workers import models
 from workers.chunking import Chunk
 from workers.contextualizers.base import SourceDocument
 from workers.contextualizers.claude import usage
-from workers.contextualizers.claude.providers import AnthropicProvider, LLMError
+from workers.contextualizers.claude.providers import AnthropicProvider
 from workers.contextualizers.claude.scheduler import LLMContextualizer
+from workers.errors import LLMError
 from workers.settings import get_settings
 from workers.storage import checkpoints
 

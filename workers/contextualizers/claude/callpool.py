@@ -6,8 +6,9 @@ import contextvars
 import itertools
 import queue
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any, Callable
+from typing import Any
 
 from workers.settings import get_settings
 

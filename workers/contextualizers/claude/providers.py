@@ -3,7 +3,7 @@
 One attempt per ``call``; retries, rate limits and the bill are the scheduler's. Each provider
 puts the document block first with a cache breakpoint after it (``cache_control`` /
 ``cachePoint``), then the chunk-specific blocks, and maps the provider's answers onto three
-outcomes: an ``Answer`` with the four usage counters, a retryable ``Fault`` (429 with its
+outcomes: an ``Answer`` with the four usage counters, a retryable ``ProviderFault`` (429 with its
 ``retry-after``, 529/overloaded, other 5xx and connection errors), or a permanent ``LLMError``
 (any other 4xx).
 """
@@ -11,8 +11,9 @@ outcomes: an ``Answer`` with the four usage counters, a retryable ``Fault`` (429
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 try:  # the SDK's HTTP library: anthropic 2.x is on httpx2 (a fork of httpx), 0.x on httpx
     from httpx2 import TransportError
@@ -20,20 +21,8 @@ except ImportError:  # pragma: no cover - older SDKs
     from httpx import TransportError
 
 from workers import models
-from workers.documents import PublicError
+from workers.errors import LLMError, ProviderFault
 from workers.settings import get_settings
-
-
-class LLMError(PublicError, RuntimeError):
-    """A chunk that cannot be situated (after retries, or a permanent refusal)."""
-
-
-class Fault(Exception):
-    """A retryable provider answer: kind is http_429, http_529 or http_5xx."""
-
-    def __init__(self, kind: str, retry_after: float | None = None, detail: str = ""):
-        super().__init__(f"{kind}: {detail}"[:300])
-        self.kind, self.retry_after = kind, retry_after
 
 
 @dataclass
@@ -67,7 +56,7 @@ class Provider(Protocol):
 
     def call(self, prompt: Prompt, max_tokens: int, on_started: Callable[[dict[str, int]], None] | None) -> Answer:
         """One attempt. With ``on_started`` (a warm-up call), calls it with the cache counters
-        as soon as the response starts. Raises Fault for retryable answers, LLMError for
+        as soon as the response starts. Raises ProviderFault for retryable answers, LLMError for
         permanent ones."""
         ...
 
@@ -127,20 +116,20 @@ class AnthropicProvider:
                     stop = event.delta.stop_reason
                     u_out = event.usage.output_tokens or u_out
         except a.RateLimitError as e:
-            raise Fault("http_429", _retry_after(e.response), str(e)) from None
+            raise ProviderFault("http_429", _retry_after(e.response), str(e)) from None
         except a.APIStatusError as e:
             status = getattr(e, "status_code", None) or 0
             if status == 529 or "overloaded" in str(e).lower():
-                raise Fault("http_529", _retry_after(getattr(e, "response", None)), str(e)) from None
+                raise ProviderFault("http_529", _retry_after(getattr(e, "response", None)), str(e)) from None
             if status >= 500:
-                raise Fault("http_5xx", None, str(e)) from None
+                raise ProviderFault("http_5xx", None, str(e)) from None
             raise LLMError(f"Anthropic refused the request ({status}): {e}") from None
         except (a.APIConnectionError, a.APITimeoutError) as e:
-            raise Fault("http_5xx", None, f"connection: {e}") from None
+            raise ProviderFault("http_5xx", None, f"connection: {e}") from None
         except TransportError as e:
             # The SDK wraps errors of the request only: once a stream's headers are in, a read
             # timeout or a dropped connection while iterating reaches us as httpx's own.
-            raise Fault("http_5xx", None, f"connection: {type(e).__name__} {e}") from None
+            raise ProviderFault("http_5xx", None, f"connection: {type(e).__name__} {e}") from None
         return Answer("".join(text), stop, u_in, u_write, u_read, u_out)
 
 
@@ -177,14 +166,14 @@ class BedrockProvider:
             headers = e.response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
             if code == "ThrottlingException" or status == 429:
                 ra = headers.get("retry-after")
-                raise Fault("http_429", float(ra) if ra else None, code) from None
+                raise ProviderFault("http_429", float(ra) if ra else None, code) from None
             if code in ("ServiceUnavailableException", "ModelNotReadyException") or status in (503, 529):
-                raise Fault("http_529", None, code) from None
+                raise ProviderFault("http_529", None, code) from None
             if status >= 500:
-                raise Fault("http_5xx", None, code) from None
+                raise ProviderFault("http_5xx", None, code) from None
             raise LLMError(f"Bedrock refused the request ({code}): {e}") from None
         except (EndpointConnectionError, ReadTimeoutError) as e:
-            raise Fault("http_5xx", None, f"connection: {e}") from None
+            raise ProviderFault("http_5xx", None, f"connection: {e}") from None
         u = r.get("usage", {})
         if on_started:
             on_started({"cache_write_tokens": u.get("cacheWriteInputTokens", 0),

@@ -16,7 +16,6 @@ import random
 import time
 from dataclasses import dataclass
 
-
 from workers.connections import REDIS_NOT_NOW, redis_client
 from workers.models import Limits
 
@@ -120,7 +119,7 @@ class RateLimiter:
         self.limits = limits
         self.keys = [f"situate:rl:{scope}:{dim}" for dim in ("requests", "input", "output")]
         frac = burst_s / 60.0
-        self.buckets = [(max(1.0, l * frac), l / 60.0) for l in (limits.rpm, limits.itpm, limits.otpm)]
+        self.buckets = [(max(1.0, per_min * frac), per_min / 60.0) for per_min in (limits.rpm, limits.itpm, limits.otpm)]
         self._acquire = redis_client().register_script(_ACQUIRE)
         self._settle = redis_client().register_script(_SETTLE)
         self._penalize = redis_client().register_script(_PENALIZE)

@@ -22,8 +22,9 @@ import logging
 import random
 import threading
 import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, wait
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from workers import models
 from workers.chunking import Chunk
@@ -31,9 +32,9 @@ from workers.contextualizers import prompts, windows
 from workers.contextualizers.base import Context, SourceDocument
 from workers.contextualizers.claude import usage
 from workers.contextualizers.claude.callpool import CallPool, worker_pool
-from workers.contextualizers.claude.providers import (AnthropicProvider, Answer, BedrockProvider, Fault, LLMError,
-                                                       Prompt, Provider)
+from workers.contextualizers.claude.providers import Answer, AnthropicProvider, BedrockProvider, Prompt, Provider
 from workers.contextualizers.claude.ratelimit import RateLimiter, TokenCalibration
+from workers.errors import LLMError, ProviderFault
 from workers.settings import get_settings
 from workers.storage.catalog import CollectionConfig
 
@@ -61,7 +62,7 @@ class LLMContextualizer:
         self.prompt_tokens = TokenCalibration()
         self._plans: dict[tuple[str, str, str], windows.Plan] = {}  # a long document's windows, once per document
 
-    def _calibrate(self, cached_est: int, rest_est: int, answer: "Answer") -> None:
+    def _calibrate(self, cached_est: int, rest_est: int, answer: Answer) -> None:
         if answer.cache_write_tokens:
             self.document_tokens.observe(cached_est, answer.cache_write_tokens)
         if answer.cache_write_tokens or answer.cache_read_tokens:
@@ -120,13 +121,14 @@ class LLMContextualizer:
             t0 = time.monotonic()
             first_token: list[float] = []
 
-            def started(counters: dict[str, int]) -> None:  # a streamed call: its time to first token
+            # a streamed call: its time to first token (bound now: the loop moves on after the call)
+            def started(counters: dict[str, int], t0: float = t0, first_token: list[float] = first_token) -> None:
                 first_token.append(time.monotonic() - t0)
                 on_started(counters)
 
             try:
                 answer = self.provider.call(prompt, s.llm_max_output_tokens, started if on_started else None)
-            except Fault as fault:
+            except ProviderFault as fault:
                 self.limiter.settle(reservation, 0, 0)
                 usage.record_fault(doc.collection, run, fault.kind, self.config.model)
                 if fault.kind != "http_429" and overloaded + 1 >= s.llm_max_attempts:
@@ -163,7 +165,7 @@ class LLMContextualizer:
             return Context(text[: s.llm_max_context_chars], u)
 
     # -- one document ------------------------------------------------------------------------
-    def contextualize(self, doc: SourceDocument, chunks: list[Chunk]) -> Iterator[tuple[Chunk, Context]]:
+    def contextualize(self, doc: SourceDocument, chunks: list[Chunk]) -> Iterator[tuple[Chunk, Context]]:  # noqa: C901 - one loop: the call order reads top down
         s = get_settings()
         run = doc.run
         long_doc = models.estimate_tokens(doc.text, self.spec) > s.llm_max_document_tokens

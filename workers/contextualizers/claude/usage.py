@@ -19,7 +19,6 @@ import threading
 import time
 from typing import Any
 
-
 from workers import metrics
 from workers.connections import REDIS_NOT_NOW, redis_client
 

@@ -1,0 +1,99 @@
+"""Every error situate raises on purpose, in one tree.
+
+``PublicError`` is the line that matters: its message was written for the user, so it is stored
+in a document's state, printed by the CLI and returned by the API as is. Any other exception is
+reported by its type only, because its text may hold internals (a URL with a key, a path, a
+query). The second base of each class (``ValueError``, ``RuntimeError``) says what kind of
+mistake it is, so callers that only know the standard library still catch it sensibly.
+
+``ProviderFault`` is the one error here that is not public: a retryable answer from a paid API,
+caught by the scheduler and never shown. ``producers.http_guard.BodyTooLarge`` stays beside the
+HTTP code: it is an HTTP response (a Starlette exception), and this module imports nothing.
+"""
+
+from __future__ import annotations
+
+
+class PublicError(Exception):
+    """An error whose message was written for the user: it is stored and shown as is."""
+
+
+class ConfigurationError(PublicError, RuntimeError):
+    """A setting that cannot work as given (the commands print it, without a traceback)."""
+
+
+# Documents and files
+class BadDocument(PublicError, ValueError):
+    """A document that can never be indexed as given."""
+
+
+class ExtractionError(PublicError):
+    """A file that cannot be turned into text: the message says why."""
+
+
+class Unsupported(ExtractionError, ValueError):
+    """A format no extractor reads: the message says which, and what to do."""
+
+
+# Collections
+class CollectionError(PublicError, ValueError):
+    """A collection's settings conflict with what is asked, or are not allowed."""
+
+
+class NoSuchCollection(CollectionError):
+    """No collection by that name (or it is being dropped)."""
+
+
+class BadName(CollectionError):
+    """A collection name outside ``[a-z0-9][a-z0-9_-]{0,62}``."""
+
+
+class Conflict(CollectionError):
+    """Asked for other settings than the collection was created with."""
+
+
+class NotAllowed(CollectionError):
+    """Settings the deployment does not allow (``SITUATE_ALLOWED_*``)."""
+
+
+# The index
+class WriteRefused(PublicError, RuntimeError):
+    """OpenSearch refused some of a document's chunks, for good (a mapping error, say)."""
+
+
+class WriteNotNow(WriteRefused):
+    """OpenSearch said "not now" (429, 5xx, a write block): the same write may be tried again."""
+
+
+# Contextualizers
+class LLMError(PublicError, RuntimeError):
+    """A chunk that cannot be situated (after retries, or a permanent refusal)."""
+
+
+class LocalLLMError(LLMError):
+    """The local GGUF model cannot run here (missing file, a build for another CPU)."""
+
+
+class ProviderFault(Exception):
+    """A retryable provider answer: ``kind`` is http_429, http_529 or http_5xx. Not public."""
+
+    def __init__(self, kind: str, retry_after: float | None = None, detail: str = ""):
+        super().__init__(f"{kind}: {detail}"[:300])
+        self.kind, self.retry_after = kind, retry_after
+
+
+# Producers
+class Denied(PublicError):
+    """A caller without the right to what it asked; ``status`` is the HTTP status to answer."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+class QueryFileError(PublicError, ValueError):
+    """A labelled query file that cannot be read as the format it was named."""
+
+
+class SituateError(PublicError, RuntimeError):
+    """What ``SituateClient`` raises when the API answers with an error (its message)."""
