@@ -29,14 +29,14 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from producers import auth, fleet, http_guard, submit
-from workers import errors, metrics
+from workers import errors, keys, metrics
 from workers.connections import redis_client
 from workers.settings import get_settings
 from workers.storage import catalog, states
 
 ASSETS = Path(__file__).with_name("assets")
 COOKIE = "situate_session"
-_SESSIONS = "situate:sessions:"
+_SESSIONS = keys.SESSIONS
 # The page's script and styles come from here only; nothing may frame it.
 HEADERS = {"Content-Security-Policy": "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
                                       "frame-ancestors 'none'; form-action 'self'; base-uri 'none'",

@@ -26,11 +26,12 @@ from collections import defaultdict
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
+from workers import keys
 from workers.connections import REDIS_NOT_NOW, redis_client
 
 log = logging.getLogger("situate.metrics")
 
-PREFIX = "situate:metrics:"
+PREFIX = keys.METRICS
 COUNTERS, HISTOGRAMS = PREFIX + "counters", PREFIX + "hist"
 MINUTE_TTL_S, DAY_TTL_S = 2 * 86400, 400 * 86400
 # Seconds. Stage tasks run from milliseconds (an index of a small document) to minutes (a big

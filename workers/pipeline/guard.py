@@ -18,11 +18,11 @@ from celery import Task
 from kombu.exceptions import OperationalError
 from opensearchpy.exceptions import ConnectionError as OpenSearchConnectionError
 
-from workers import metrics
+from workers import keys, metrics
 from workers.connections import REDIS_NOT_NOW, redis_client
 from workers.errors import BadDocument, PublicError, WriteNotNow
 from workers.settings import get_settings
-from workers.storage import states
+from workers.storage import scripts, states
 
 log = logging.getLogger("situate.tasks")
 
@@ -31,26 +31,6 @@ log = logging.getLogger("situate.tasks")
 # now": the same work, tried again, will do.
 TRANSIENT = (*REDIS_NOT_NOW, OpenSearchConnectionError, OperationalError, TimeoutError, ConnectionError, WriteNotNow)
 RECORD_TTL_S = 7 * 24 * 3600
-
-# KEYS: lease. ARGV: holder, ttl ms. 1 if taken (it was free or had lapsed).
-_TAKE = """
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
-return 0
-"""
-# KEYS: leases. ARGV: their holders, then ttl ms. Renews those still held by the given holder;
-# allowed when Redis is full (a lease that lapses then lets a second delivery run the same work).
-_RENEW = """#!lua flags=allow-oom
-local ttl = ARGV[#ARGV]
-for i = 1, #KEYS do
-  if redis.call('GET', KEYS[i]) == ARGV[i] then redis.call('PEXPIRE', KEYS[i], ttl) end
-end
-return 1
-"""
-_RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"""
-
 
 def unit_of(task_name: str, args) -> str | None:
     """The lease key of the unit of work a stage task holds: its document version and stage
@@ -65,7 +45,7 @@ def unit_of(task_name: str, args) -> str | None:
         stage = "contextualize" if stage != "situate_slice" else f"slice:{min(args[3])}"
     elif stage == "ingest":
         stage = "chunk"
-    return f"situate:lease:{collection}:{version}:{doc_id}:{stage}"
+    return keys.lease(collection, version, doc_id, stage)
 
 
 def lease_ms() -> int:
@@ -73,22 +53,22 @@ def lease_ms() -> int:
 
 
 def take_lease(key: str, holder: str) -> bool:
-    return bool(redis_client().register_script(_TAKE)(keys=[key], args=[holder, lease_ms()]))
+    return bool(scripts.script("lease_take")(keys=[key], args=[holder, lease_ms()]))
 
 
 def renew_leases(held: dict[str, str]) -> None:
     """``{lease key: holder}`` for the tasks a worker runs: keep them alive."""
     if held:
-        redis_client().register_script(_RENEW)(keys=list(held), args=[*held.values(), lease_ms()])
+        scripts.script("lease_renew")(keys=list(held), args=[*held.values(), lease_ms()])
 
 
 def release_lease(key: str, holder: str) -> None:
-    redis_client().register_script(_RELEASE)(keys=[key], args=[holder])
+    scripts.script("lease_release")(keys=[key], args=[holder])
 
 
 def count_delivery(task_id: str, retries: int) -> int:
     """This message's deliveries that started work, this one included."""
-    key = f"situate:deliveries:{task_id}:{retries}"
+    key = keys.deliveries(task_id, retries)
     pipe = redis_client().pipeline()
     pipe.incr(key)
     pipe.expire(key, RECORD_TTL_S)
@@ -96,11 +76,11 @@ def count_delivery(task_id: str, retries: int) -> int:
 
 
 def record_death(task_id: str, retries: int, how: str) -> None:
-    redis_client().set(f"situate:lost:{task_id}:{retries}", how[:300], ex=RECORD_TTL_S)
+    redis_client().set(keys.death(task_id, retries), how[:300], ex=RECORD_TTL_S)
 
 
 def last_death(task_id: str, retries: int) -> str | None:
-    return redis_client().get(f"situate:lost:{task_id}:{retries}")
+    return redis_client().get(keys.death(task_id, retries))
 
 
 def fail_document(task_name: str, args, reason: str) -> None:

@@ -17,12 +17,13 @@ import time
 
 from celery.worker import state as worker_state
 
+from workers import keys
 from workers.connections import redis_client
 from workers.settings import get_settings
 
 log = logging.getLogger("situate.presence")
 
-PREFIX = "situate:workers:"
+PREFIX = keys.WORKERS
 
 
 def copy_of(requests: set) -> list | None:
@@ -58,5 +59,5 @@ def announce(consumer) -> None:
 
 def online() -> list[dict]:
     r = redis_client()
-    keys = sorted(r.scan_iter(PREFIX + "*", count=1000))
-    return [json.loads(raw) for raw in (r.mget(keys) if keys else []) if raw]
+    names = sorted(r.scan_iter(PREFIX + "*", count=1000))
+    return [json.loads(raw) for raw in (r.mget(names) if names else []) if raw]

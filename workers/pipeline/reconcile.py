@@ -33,7 +33,7 @@ import uuid
 from collections import Counter
 from typing import Any
 
-from workers import metrics
+from workers import keys, metrics
 from workers.connections import redis_client
 from workers.pipeline import delivery, fair
 from workers.pipeline.app import CHUNK_TASK, CONTEXTUALIZE_TASK, INDEX_TASK, app
@@ -51,7 +51,7 @@ from workers.storage import fairqueue, states
 
 log = logging.getLogger("situate.reconcile")
 
-LEASE = "situate:reconciler"
+LEASE = keys.RECONCILER
 BATCH = 1000
 MAX_BATCHES = 10  # a pass looks at no more than this many batches: bounded, whatever the backlog
 _HOLDER = uuid.uuid4().hex

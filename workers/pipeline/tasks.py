@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import time
 
-from workers import layout, metrics, models
+from workers import keys, layout, metrics, models
 from workers.chunking import Chunk, guess_language, is_code, locate, split
 from workers.connections import redis_client
 from workers.contextualizers import registry, structure
@@ -215,7 +215,7 @@ def contextualize_slice(collection: str, doc_id: str, version: str, numbers: lis
 
 
 def _warm_key(collection: str, doc_id: str, version: str) -> str:
-    return f"situate:warm:{collection}:{version}:{doc_id}"
+    return keys.warm(collection, version, doc_id)
 
 
 def _mark_warm(collection: str, doc_id: str, version: str) -> None:

@@ -19,6 +19,7 @@ import json
 from typing import Any, Protocol
 from urllib.parse import urlparse
 
+from workers import keys
 from workers.connections import redis_bytes_client
 from workers.settings import get_settings
 
@@ -42,10 +43,10 @@ def _name(collection: str, doc_id: str, version: str) -> str:
 
 class RedisBodyStore:
     def _key(self, collection: str, doc_id: str, version: str) -> str:
-        return "situate:body:" + _name(collection, doc_id, version)
+        return keys.body(_name(collection, doc_id, version))
 
     def _original_key(self, collection: str, doc_id: str, version: str) -> str:
-        return "situate:original:" + _name(collection, doc_id, version)
+        return keys.original(_name(collection, doc_id, version))
 
     def put(self, collection, doc_id, version, payload):
         redis_bytes_client().set(self._key(collection, doc_id, version), json.dumps(payload).encode(), ex=BODY_TTL_S)
@@ -68,7 +69,7 @@ class RedisBodyStore:
 
     def forget_collection(self, collection):
         r = redis_bytes_client()
-        for pattern in (f"situate:body:{collection}/*", f"situate:original:{collection}/*"):
+        for pattern in (keys.body(f"{collection}/*"), keys.original(f"{collection}/*")):
             for key in r.scan_iter(pattern, count=1000):
                 r.delete(key)
 
@@ -123,9 +124,9 @@ class S3BodyStore:
     def forget_collection(self, collection):
         prefix = f"{self.prefix}/{collection}/" if self.prefix else f"{collection}/"
         for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
-            keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
-            if keys:
-                self.s3.delete_objects(Bucket=self.bucket, Delete={"Objects": keys})
+            objects = [{"Key": o["Key"]} for o in page.get("Contents", [])]
+            if objects:
+                self.s3.delete_objects(Bucket=self.bucket, Delete={"Objects": objects})
 
 
 _store: BodyStore | None = None

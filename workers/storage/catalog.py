@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from workers import keys
 from workers.connections import redis_client
 from workers.errors import BadName, NoSuchCollection
 
@@ -83,11 +84,11 @@ SEARCH_FIELDS = ("context_weight", "fusion", "dense_weight", "rrf_k", "reranker"
 
 
 def _key(name: str) -> str:
-    return f"situate:collection:{name}"
+    return keys.collection(name)
 
 
 def _tombstone_key(name: str) -> str:
-    return f"situate:dropping:{name}"
+    return keys.dropping(name)
 
 
 def validate_name(name: str) -> str:
@@ -115,7 +116,7 @@ def exists(name: str) -> bool:
 
 
 def list_names() -> list[str]:
-    return sorted(k.split(":", 2)[2] for k in redis_client().scan_iter("situate:collection:*"))
+    return sorted(k.split(":", 2)[2] for k in redis_client().scan_iter(keys.collection("*")))
 
 
 def store_new(config: CollectionConfig) -> bool:
@@ -155,11 +156,11 @@ def dropping(name: str) -> CollectionConfig | None:
 
 def dropped(name: str) -> None:
     """The drop finished: its tombstone and the collection's last records go."""
-    redis_client().delete(_tombstone_key(name), f"situate:mix:{name}")
+    redis_client().delete(_tombstone_key(name), keys.mix(name))
 
 
 def list_dropping() -> list[str]:
-    return sorted(k.split(":", 2)[2] for k in redis_client().scan_iter("situate:dropping:*"))
+    return sorted(k.split(":", 2)[2] for k in redis_client().scan_iter(keys.dropping("*")))
 
 
 def record_mix(name: str, code_chunks: int, prose_chunks: int) -> None:
@@ -167,15 +168,15 @@ def record_mix(name: str, code_chunks: int, prose_chunks: int) -> None:
     for code and on the vectors for prose."""
     pipe = redis_client().pipeline(transaction=False)
     if code_chunks:
-        pipe.hincrby(f"situate:mix:{name}", "code", code_chunks)
+        pipe.hincrby(keys.mix(name), "code", code_chunks)
     if prose_chunks:
-        pipe.hincrby(f"situate:mix:{name}", "prose", prose_chunks)
+        pipe.hincrby(keys.mix(name), "prose", prose_chunks)
     pipe.execute()
 
 
 def code_fraction(name: str) -> float | None:
     """Share of the collection's chunks cut from code; None before anything was chunked."""
-    mix = redis_client().hgetall(f"situate:mix:{name}")
+    mix = redis_client().hgetall(keys.mix(name))
     code, prose = int(mix.get("code", 0)), int(mix.get("prose", 0))
     return code / (code + prose) if code + prose else None
 

@@ -12,6 +12,7 @@ import json
 import threading
 from typing import Any
 
+from workers import keys
 from workers.chunking import Chunk
 from workers.connections import REDIS_NOT_NOW, redis_client
 
@@ -20,11 +21,11 @@ TTL_S = 14 * 24 * 3600
 
 
 def _chunks_key(collection: str, doc_id: str, version: str) -> str:
-    return f"situate:chunks:{collection}:{version}:{doc_id}"
+    return keys.chunks(collection, version, doc_id)
 
 
 def _contexts_key(collection: str, doc_id: str, version: str) -> str:
-    return f"situate:ctx:{collection}:{version}:{doc_id}"
+    return keys.contexts(collection, version, doc_id)
 
 
 def save_chunks(collection: str, doc_id: str, version: str, chunks: list[Chunk], language: str,
@@ -94,6 +95,6 @@ def release(collection: str, doc_id: str, version: str) -> None:
 
 def forget_collection(collection: str) -> None:
     r = redis_client()
-    for pattern in (f"situate:chunks:{collection}:*", f"situate:ctx:{collection}:*"):
+    for pattern in (keys.chunks(collection, "*", "*"), keys.contexts(collection, "*", "*")):
         for key in r.scan_iter(pattern, count=1000):
             r.delete(key)

@@ -28,11 +28,12 @@ import json
 import time
 from typing import Any
 
+from workers import keys
 from workers.connections import redis_client
 from workers.storage import states
 from workers.storage.scripts import script
 
-PREFIX = "situate:fair:"
+PREFIX = keys.FAIR
 SENDING, SENDING_DATA = PREFIX + "sending", PREFIX + "sending:data"
 # Per document (``states.member``): its entries parked or admitted and not yet received. The
 # reconciler's "is its work queued?" in one HMGET, however long the lines.

@@ -3,10 +3,14 @@
 ``register_script`` hashes and wraps a script (EVALSHA, loading it on the first NOSCRIPT):
 doing that on every call, as an inline string, costs a SHA-1 of the source each time. Here each
 file is read once and its ``Script`` is kept per client (tests switch clients between services).
+
+Lua has no imports, and the state scripts share helpers: a line ``--! include NAME`` is replaced
+by ``lua/NAME.lua`` when the file is read (once), so each script is still one EVALSHA.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +18,7 @@ from workers.connections import redis_client
 
 FOLDER = Path(__file__).with_name("lua")
 _sources: dict[str, str] = {}
+_INCLUDE = re.compile(r"^--! include (\w+)$", re.M)
 _registered: dict[tuple[int, str], Any] = {}
 
 
@@ -23,7 +28,13 @@ def script(name: str) -> Any:
     key = (id(client), name)
     found = _registered.get(key)
     if found is None or found.registered_client is not client:
-        if name not in _sources:
-            _sources[name] = (FOLDER / f"{name}.lua").read_text()
-        found = _registered[key] = client.register_script(_sources[name])
+        found = _registered[key] = client.register_script(source(name))
     return found
+
+
+def source(name: str) -> str:
+    """The text of ``lua/<name>.lua``, its includes in place."""
+    if name not in _sources:
+        text = (FOLDER / f"{name}.lua").read_text()
+        _sources[name] = _INCLUDE.sub(lambda m: source(m.group(1)), text)
+    return _sources[name]

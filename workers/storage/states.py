@@ -24,133 +24,37 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from workers import keys
 from workers.connections import redis_client
-from workers.storage.scripts import script
+from workers.storage import scripts
 
 QUEUED, CHUNKED, SITUATED, INDEXED, FAILED = "queued", "chunked", "situated", "indexed", "failed"
 TERMINAL = (INDEXED, FAILED)
 IN_FLIGHT = (QUEUED, CHUNKED, SITUATED)
 RANK = {QUEUED: 0, CHUNKED: 1, SITUATED: 2, INDEXED: 3}
 
-MOVING = "situate:moving"  # member: collection \x1f doc id; score: when it last moved (s)
+MOVING = keys.MOVING  # member: collection \x1f doc id; score: when it last moved (s)
 SEPARATOR = "\x1f"
 
-# Lua helpers shared by the scripts: move the per-state counters with the state, and the
-# document in or out of the in-flight index (its last key; the member is ARGV[#ARGV - 1], the
-# time ARGV[#ARGV]).
-_MOVE = """
-local function move(doc, counts, old, new)
-  if old == new then return end
-  if old then redis.call('HINCRBY', counts, old, -1) end
-  if new then redis.call('HINCRBY', counts, new, 1) end
-end
-local function moved(state)
-  local member, now = ARGV[#ARGV - 1], ARGV[#ARGV]
-  if state == 'queued' or state == 'chunked' or state == 'situated' then
-    redis.call('ZADD', KEYS[#KEYS], now, member)
-  else
-    redis.call('ZREM', KEYS[#KEYS], member)
-  end
-end
-local rank = {queued = 0, chunked = 1, situated = 2, indexed = 3}
-"""
-
-# KEYS: doc hash, counts hash, docs set. ARGV: doc_id, version, new state, then field/value
-# pairs. Returns 1 if written; 0 if the version is another one, the document is gone, or the
-# move would go backwards (see the module docstring).
-_ADVANCE = _MOVE + """
-local current = redis.call('HGET', KEYS[1], 'version')
-if not current or current ~= ARGV[2] then return 0 end
-local old = redis.call('HGET', KEYS[1], 'state')
-local new = ARGV[3]
-if new == 'failed' then
-  if old == 'indexed' or old == 'failed' then return 0 end
-elseif old == 'failed' or (rank[old] or -1) >= rank[new] then
-  return 0
-end
-move(KEYS[1], KEYS[2], old, new)
-redis.call('HSET', KEYS[1], 'state', new)
-for i = 4, #ARGV - 2, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
-moved(new)
-return 1
-"""
-
-# KEYS: doc hash, counts hash, docs set, the collection's seq counter. ARGV: doc_id, version,
-# meta hash, now, stale after (s). Returns {status, seq}: status 'queued', or 'in_flight' when
-# this very version is being processed (and has moved within ``stale after``).
-_SUBMIT = _MOVE + """
-local version, state, updated = unpack(redis.call('HMGET', KEYS[1], 'version', 'state', 'updated'))
-if version == ARGV[2] and (state == 'queued' or state == 'chunked' or state == 'situated')
-   and tonumber(updated or '0') > tonumber(ARGV[4]) - tonumber(ARGV[5]) then
-  return {'in_flight', redis.call('HGET', KEYS[1], 'seq') or '0'}
-end
-local seq = redis.call('INCR', KEYS[4])
-move(KEYS[1], KEYS[2], state, 'queued')
-redis.call('HSET', KEYS[1], 'state', 'queued', 'version', ARGV[2], 'seq', seq, 'meta_hash', ARGV[3],
-           'error', '', 'submitted', ARGV[4], 'updated', ARGV[4])
-redis.call('SADD', KEYS[3], ARGV[1])
-moved('queued')
-return {'queued', tostring(seq)}
-"""
-
-# KEYS: doc hash, counts hash, docs set, the collection's seq counter. ARGV: doc_id, version, seq
-# seen, now. A retry of a failed version: queued again only if the document is still that failed
-# submission — never over a newer version submitted since. Returns {status, seq}.
-_RETRY = _MOVE + """
-local version, state, seq = unpack(redis.call('HMGET', KEYS[1], 'version', 'state', 'seq'))
-if state ~= 'failed' or version ~= ARGV[2] or (seq or '0') ~= ARGV[3] then
-  return {'changed', seq or '0'}
-end
-local new_seq = redis.call('INCR', KEYS[4])
-move(KEYS[1], KEYS[2], state, 'queued')
-redis.call('HSET', KEYS[1], 'state', 'queued', 'seq', new_seq, 'error', '', 'submitted', ARGV[4], 'updated', ARGV[4])
-moved('queued')
-return {'queued', tostring(new_seq)}
-"""
-
-# KEYS: doc hash, counts hash, docs set. ARGV: doc_id, reason. A document refused at submission.
-_REJECT = _MOVE + """
-local state = redis.call('HGET', KEYS[1], 'state')
-move(KEYS[1], KEYS[2], state, 'failed')
-redis.call('HSET', KEYS[1], 'state', 'failed', 'version', '', 'error', ARGV[2], 'updated', ARGV[3])
-redis.call('SADD', KEYS[3], ARGV[1])
-moved('failed')
-return 1
-"""
-
-# KEYS: doc hash, counts hash, docs set. ARGV: doc_id, and the seq the caller saw ("" for any).
-# Returns the state it had, or false (gone, or submitted again since the caller looked).
-_FORGET = _MOVE + """
-local state, seq = unpack(redis.call('HMGET', KEYS[1], 'state', 'seq'))
-if not state then return false end
-if ARGV[2] ~= '' and (seq or '0') ~= ARGV[2] then return false end
-move(KEYS[1], KEYS[2], state, nil)
-redis.call('DEL', KEYS[1])
-redis.call('SREM', KEYS[3], ARGV[1])
-moved(nil)
-return state
-"""
-
-
 def _doc_key(collection: str, doc_id: str) -> str:
-    return f"situate:doc:{collection}:{doc_id}"
+    return keys.doc(collection, doc_id)
 
 
 def _keys(collection: str, doc_id: str) -> list[str]:
-    return [_doc_key(collection, doc_id), f"situate:counts:{collection}", f"situate:docs:{collection}"]
+    return [_doc_key(collection, doc_id), keys.counts(collection), keys.docs(collection)]
 
 
 def member(collection: str, doc_id: str) -> str:
     return f"{collection}{SEPARATOR}{doc_id}"
 
 
-def _run(script: str, collection: str, doc_id: str, args: list[Any], seq_key: bool = False):
-    """Run a state script on a document: KEYS its hash, the collection's counts and documents
-    (and its seq counter), then the in-flight index; ARGV the document id, ``args``, then its
-    in-flight member and the time (``_MOVE``'s ``moved``)."""
-    keys = _keys(collection, doc_id) + ([f"situate:seq:{collection}"] if seq_key else []) + [MOVING]
-    return redis_client().register_script(script)(
-        keys=keys, args=[doc_id, *args, member(collection, doc_id), f"{time.time():.3f}"])
+def _run(name: str, collection: str, doc_id: str, args: list[Any], seq_key: bool = False):
+    """Run the state script ``lua/state_<script>.lua`` on a document: KEYS its hash, the
+    collection's counts and documents (and its seq counter), then the in-flight index; ARGV the
+    document id, ``args``, then its in-flight member and the time (``state_moves.lua``)."""
+    targets = _keys(collection, doc_id) + ([keys.seq(collection)] if seq_key else []) + [MOVING]
+    return scripts.script(f"state_{name}")(
+        keys=targets, args=[doc_id, *args, member(collection, doc_id), f"{time.time():.3f}"])
 
 
 def set_state(collection: str, doc_id: str, version: str, state: str, **fields: Any) -> bool:
@@ -159,35 +63,35 @@ def set_state(collection: str, doc_id: str, version: str, state: str, **fields: 
     args: list[Any] = [doc_id, version, state]
     for k, v in {**fields, "updated": f"{time.time():.3f}"}.items():
         args += [k, "" if v is None else str(v)]
-    return bool(_run(_ADVANCE, collection, doc_id, args[1:]))
+    return bool(_run("advance", collection, doc_id, args[1:]))
 
 
 def submit(collection: str, doc_id: str, version: str, meta_hash: str, stale_s: float) -> tuple[bool, int]:
     """Record a submission: (True, seq) when it is to be queued; (False, seq) when this very
     version is already in flight (moved within ``stale_s``), so one message runs, not two."""
-    status, seq = _run(_SUBMIT, collection, doc_id, [version, meta_hash, f"{time.time():.3f}", stale_s],
+    status, seq = _run("submit", collection, doc_id, [version, meta_hash, f"{time.time():.3f}", stale_s],
                        seq_key=True)
     return status == "queued", int(seq)
 
 
 def rejected(collection: str, doc_id: str, reason: str) -> None:
-    _run(_REJECT, collection, doc_id, [reason, f"{time.time():.3f}"])
+    _run("reject", collection, doc_id, [reason, f"{time.time():.3f}"])
 
 
 def forget(collection: str, doc_id: str) -> str | None:
     """Remove a document's state (it was deleted); returns the state it had."""
-    return _run(_FORGET, collection, doc_id, [""])
+    return _run("forget", collection, doc_id, [""])
 
 
 def forget_if(collection: str, doc_id: str, seq: int) -> bool:
     """Remove a document's state if it is still submission ``seq``: a delete removes what it saw."""
-    return bool(_run(_FORGET, collection, doc_id, [str(seq)]))
+    return bool(_run("forget", collection, doc_id, [str(seq)]))
 
 
 def retry(collection: str, doc_id: str, version: str, seq: int) -> tuple[bool, int]:
     """Queue failed submission ``seq`` (at ``version``) again: (True, new seq); (False, seq now)
     when the document has moved on since (a newer version, a retry already queued)."""
-    status, new_seq = _run(_RETRY, collection, doc_id, [version, str(seq), f"{time.time():.3f}"], seq_key=True)
+    status, new_seq = _run("retry", collection, doc_id, [version, str(seq), f"{time.time():.3f}"], seq_key=True)
     return status == "queued", int(new_seq)
 
 
@@ -199,7 +103,7 @@ def document_lock(collection: str, doc_id: str):
     delete: state, chunks, body). The body's key is the content's version, so without it a
     delete racing a re-submission of the same content deletes the new body. A holder that dies
     lets go after ``LOCK_TIMEOUT_S``."""
-    return redis_client().lock(f"situate:doclock:{collection}:{doc_id}", timeout=LOCK_TIMEOUT_S,
+    return redis_client().lock(keys.doc_lock(collection, doc_id), timeout=LOCK_TIMEOUT_S,
                                blocking_timeout=LOCK_TIMEOUT_S)
 
 
@@ -230,9 +134,7 @@ def annotate(collection: str, doc_id: str, **fields: str) -> None:
     """Facts about where a document came from (an S3 object's ETag), kept and forgotten with
     its state; nothing is written for a document that has no state."""
     key = _doc_key(collection, doc_id)
-    redis_client().register_script(
-        "if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HSET', KEYS[1], unpack(ARGV)) end"
-    )(keys=[key], args=[x for kv in fields.items() for x in kv])
+    scripts.script("state_annotate")(keys=[key], args=[x for kv in fields.items() for x in kv])
 
 
 def fields_of(collection: str, doc_ids: list[str], *names: str) -> list[tuple[str | None, ...]]:
@@ -241,7 +143,7 @@ def fields_of(collection: str, doc_ids: list[str], *names: str) -> list[tuple[st
 
 
 def counts(collection: str) -> dict[str, int]:
-    raw = redis_client().hgetall(f"situate:counts:{collection}")
+    raw = redis_client().hgetall(keys.counts(collection))
     return {k: int(v) for k, v in raw.items() if int(v)}
 
 
@@ -255,7 +157,7 @@ def is_unchanged(collection: str, doc_id: str, version: str, meta_hash: str) -> 
 def doc_ids(collection: str, state: str | None = None, limit: int | None = None) -> list[str]:
     """Documents of a collection (in ``state`` if given), scanning, at most ``limit``."""
     r, out = redis_client(), []
-    for doc_id in r.sscan_iter(f"situate:docs:{collection}", count=1000):
+    for doc_id in r.sscan_iter(keys.docs(collection), count=1000):
         if state is None or r.hget(_doc_key(collection, doc_id), "state") == state:
             out.append(doc_id)
             if limit is not None and len(out) >= limit:
@@ -267,7 +169,7 @@ def touch(members: list[str]) -> None:
     """Documents a live worker holds moved just now (its heartbeat): not stalled, however long
     their stage runs. Only those still in flight (``XX``)."""
     if members:
-        script("touch_scores")(keys=[MOVING], args=[f"{time.time():.3f}", *members])  # allowed when Redis is full
+        scripts.script("touch_scores")(keys=[MOVING], args=[f"{time.time():.3f}", *members])  # allowed when Redis is full
 
 
 def stalled(before: float, limit: int) -> list[tuple[str, str, float]]:
@@ -292,7 +194,7 @@ def fields_of_many(documents: list[tuple[str, str]], *names: str) -> list[tuple[
 def untrack(member_: str, stale_before: float) -> None:
     """Out of the in-flight index: a member whose document is no longer in flight (forgotten,
     say) — unless it moved since ``stale_before`` (submitted again meanwhile)."""
-    script("untrack_if_stale")(keys=[MOVING], args=[member_, f"{stale_before:.3f}"])
+    scripts.script("untrack_if_stale")(keys=[MOVING], args=[member_, f"{stale_before:.3f}"])
 
 
 def forget_collection(collection: str) -> None:
@@ -300,7 +202,7 @@ def forget_collection(collection: str) -> None:
     gone = [m for m, _ in r.zscan_iter(MOVING, match=f"{collection}{SEPARATOR}*", count=1000)]
     for i in range(0, len(gone), 1000):
         r.zrem(MOVING, *gone[i:i + 1000])
-    docs_key = f"situate:docs:{collection}"
+    docs_key = keys.docs(collection)
     batch: list[str] = []
     for doc_id in r.sscan_iter(docs_key, count=1000):
         batch.append(_doc_key(collection, doc_id))
@@ -309,4 +211,4 @@ def forget_collection(collection: str) -> None:
             batch.clear()
     if batch:
         r.delete(*batch)
-    r.delete(docs_key, f"situate:counts:{collection}", f"situate:seq:{collection}")
+    r.delete(docs_key, keys.counts(collection), keys.seq(collection))

@@ -19,9 +19,10 @@ import secrets
 import time
 from typing import Any
 
+from workers import keys
 from workers.connections import redis_client
 
-KEY = "situate:tokens"
+KEY = keys.TOKENS
 SCOPES = ("read", "write", "admin")
 
 

@@ -16,67 +16,16 @@ import random
 import time
 from dataclasses import dataclass
 
-from workers.connections import REDIS_NOT_NOW, redis_client
+from workers import keys
+from workers.connections import REDIS_NOT_NOW
 from workers.models import Limits
+from workers.storage import scripts
 
-# Every script reads the time from Redis itself: one clock for all workers. A time passed in
-# by each worker goes backwards whenever a worker is descheduled between reading its clock and
-# its script running (2 cores, dozens of threads), and every step back refills the bucket a
-# second time: the limiter then hands out tokens the provider does not have.
-_NOW = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
-"""
-
-# KEYS: 3 buckets. ARGV: per bucket (capacity, refill per second, need).
-# Returns 0 when taken, else the seconds to wait before the scarcest bucket has enough.
-_ACQUIRE = _NOW + """
-local levels, wait = {}, 0
-for i = 1, 3 do
-  local cap, rate, need = tonumber(ARGV[3*i-2]), tonumber(ARGV[3*i-1]), tonumber(ARGV[3*i])
-  local state = redis.call('HMGET', KEYS[i], 'level', 'ts')
-  local level, ts = tonumber(state[1]) or cap, tonumber(state[2]) or now
-  level = math.min(cap, level + math.max(0, now - ts) * rate)
-  levels[i] = level
-  need = math.min(need, cap)
-  if level < need then wait = math.max(wait, (need - level) / rate) end
-end
-for i = 1, 3 do
-  local need = math.min(tonumber(ARGV[3*i]), tonumber(ARGV[3*i-2]))
-  local level = levels[i]
-  if wait == 0 then level = level - need end
-  redis.call('HSET', KEYS[i], 'level', level, 'ts', now)
-  redis.call('EXPIRE', KEYS[i], 3600)
-end
-return tostring(wait)
-"""
-
-_SETTLE = _NOW + """
-for i = 1, #KEYS do
-  local cap, rate, delta = tonumber(ARGV[3*i-2]), tonumber(ARGV[3*i-1]), tonumber(ARGV[3*i])
-  local state = redis.call('HMGET', KEYS[i], 'level', 'ts')
-  local level, ts = tonumber(state[1]) or cap, tonumber(state[2]) or now
-  level = math.min(cap, level + math.max(0, now - ts) * rate) - delta
-  redis.call('HSET', KEYS[i], 'level', level, 'ts', now)
-  redis.call('EXPIRE', KEYS[i], 3600)
-end
-return 1
-"""
-
-
-# KEYS: the request bucket. ARGV: capacity, refill per second, seconds. Sets the level so
-# that the next request fits only after ``seconds`` — and never lower: 429s answered to many
-# workers at once must not add up into a long stall.
-_PENALIZE = _NOW + """
-local cap, rate, seconds = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local state = redis.call('HMGET', KEYS[1], 'level', 'ts')
-local level, ts = tonumber(state[1]) or cap, tonumber(state[2]) or now
-level = math.min(cap, level + math.max(0, now - ts) * rate)
-level = math.min(level, 1 - rate * seconds)
-redis.call('HSET', KEYS[1], 'level', level, 'ts', now)
-redis.call('EXPIRE', KEYS[1], 3600)
-return 1
-"""
+# Every script reads the time from Redis itself (``lua/ratelimit_now.lua``): one clock for all
+# workers. A time passed in by each worker goes backwards whenever a worker is descheduled
+# between reading its clock and its script running (2 cores, dozens of threads), and every step
+# back refills the bucket a second time: the limiter then hands out tokens the provider does not
+# have.
 
 
 class TokenCalibration:
@@ -117,12 +66,12 @@ class RateLimiter:
 
     def __init__(self, scope: str, limits: Limits, burst_s: float = 60.0):
         self.limits = limits
-        self.keys = [f"situate:rl:{scope}:{dim}" for dim in ("requests", "input", "output")]
+        self.keys = [keys.rate_bucket(scope, dim) for dim in ("requests", "input", "output")]
         frac = burst_s / 60.0
         self.buckets = [(max(1.0, per_min * frac), per_min / 60.0) for per_min in (limits.rpm, limits.itpm, limits.otpm)]
-        self._acquire = redis_client().register_script(_ACQUIRE)
-        self._settle = redis_client().register_script(_SETTLE)
-        self._penalize = redis_client().register_script(_PENALIZE)
+        self._acquire = scripts.script("ratelimit_acquire")
+        self._settle = scripts.script("ratelimit_settle")
+        self._penalize = scripts.script("ratelimit_penalize")
 
     def acquire(self, input_tokens: int, output_tokens: int, deadline_s: float = 600) -> Reservation:
         """Block until the call fits; returns what was reserved (to settle later)."""
@@ -153,14 +102,14 @@ class RateLimiter:
         deltas = (0, self._clip(1, input_tokens) - reserved.input_tokens,
                   self._clip(2, output_tokens) - reserved.output_tokens)
         args: list[float] = []
-        keys = []
+        buckets = []
         for key, (cap, rate), delta in zip(self.keys, self.buckets, deltas):
             if delta:
-                keys.append(key)
+                buckets.append(key)
                 args += [cap, rate, delta]
-        if keys:
+        if buckets:
             try:
-                self._settle(keys=keys, args=args)
+                self._settle(keys=buckets, args=args)
             except REDIS_NOT_NOW:  # the bucket lapses back on its own
                 pass
 

@@ -19,7 +19,7 @@ import threading
 import time
 from typing import Any
 
-from workers import metrics
+from workers import keys, metrics
 from workers.connections import REDIS_NOT_NOW, redis_client
 
 log = logging.getLogger("situate.usage")
@@ -30,10 +30,10 @@ COUNTERS = ("calls", "input_tokens", "cache_write_tokens", "cache_read_tokens", 
 
 
 def _keys(collection: str, run: str | None) -> list[str]:
-    keys = [f"situate:usage:{collection}", "situate:usage:_all"]
+    targets = [keys.usage(collection), keys.USAGE_ALL]
     if run:
-        keys.append(f"situate:usage:{collection}:run:{run}")
-    return keys
+        targets.append(keys.usage(collection, run))
+    return targets
 
 
 # Totals that could not be written (Redis unreachable), added with the next write that can:
@@ -55,7 +55,7 @@ def _add(collection: str, run: str | None, fields: dict[str, float]) -> None:
                 elif value:
                     pipe.hincrby(key, name, int(value))
         if r:
-            pipe.zadd(f"situate:runs:{c}", {r: time.time()}, nx=True)
+            pipe.zadd(keys.runs(c), {r: time.time()}, nx=True)
     try:
         pipe.execute()
     except REDIS_NOT_NOW:
@@ -124,8 +124,7 @@ def record_document(collection: str, run: str | None, doc_id: str, model: str, c
 
 
 def totals(collection: str | None = None, run: str | None = None) -> dict[str, Any]:
-    key = "situate:usage:_all" if collection is None else (
-        f"situate:usage:{collection}:run:{run}" if run else f"situate:usage:{collection}")
+    key = keys.USAGE_ALL if collection is None else keys.usage(collection, run)
     raw = redis_client().hgetall(key)
     out: dict[str, Any] = {name: int(float(raw.get(name, 0))) for name in COUNTERS}
     out["cost_usd"] = float(raw.get("cost_usd", 0.0))
@@ -139,12 +138,12 @@ def totals(collection: str | None = None, run: str | None = None) -> dict[str, A
 
 
 def runs(collection: str, last: int = 10) -> list[str]:
-    return list(reversed(redis_client().zrange(f"situate:runs:{collection}", -last, -1)))
+    return list(reversed(redis_client().zrange(keys.runs(collection), -last, -1)))
 
 
 def forget_collection(collection: str) -> None:
     """The collection's own totals and runs; the account-wide totals keep what it cost."""
     r = redis_client()
-    for key in r.scan_iter(f"situate:usage:{collection}:run:*", count=1000):
+    for key in r.scan_iter(keys.usage(collection, "*"), count=1000):
         r.delete(key)
-    r.delete(f"situate:usage:{collection}", f"situate:runs:{collection}")
+    r.delete(keys.usage(collection), keys.runs(collection))

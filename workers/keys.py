@@ -1,0 +1,125 @@
+"""Every Redis key situate writes, named in one place.
+
+All of them start with ``PREFIX``, so one Redis can serve other applications beside us, and
+``redis-cli --scan --pattern 'situate:*'`` lists what is ours. A family of keys is a function
+of the ids it is per (collection, document, version); passing ``"*"`` for an id gives the
+pattern that ``SCAN`` needs to find the family's keys of one collection. Families that a module
+owns whole (metrics, fair lines, workers online, sessions) get a prefix here and their layout
+below it there. The Lua scripts (``storage/lua``) receive their keys as ``KEYS``, never build
+them, so this module is the whole list.
+"""
+
+from __future__ import annotations
+
+PREFIX = "situate:"
+
+
+def _key(*parts: object) -> str:
+    return PREFIX + ":".join(str(p) for p in parts)
+
+
+def namespace(family: str) -> str:
+    """The prefix of a family laid out by the module that owns it (``situate:metrics:``)."""
+    return _key(family) + ":"
+
+
+# Collections (storage/catalog.py)
+def collection(name: str) -> str:
+    return _key("collection", name)
+
+
+def dropping(name: str) -> str:
+    """A collection's tombstone while its drop is not finished."""
+    return _key("dropping", name)
+
+
+def mix(name: str) -> str:
+    """Counts of code and prose chunks: the fusion's default weight."""
+    return _key("mix", name)
+
+
+# Documents (storage/states.py)
+def doc(collection: str, doc_id: str) -> str:
+    return _key("doc", collection, doc_id)
+
+
+def counts(collection: str) -> str:
+    return _key("counts", collection)
+
+
+def docs(collection: str) -> str:
+    return _key("docs", collection)
+
+
+def seq(collection: str) -> str:
+    return _key("seq", collection)
+
+
+def doc_lock(collection: str, doc_id: str) -> str:
+    return _key("doclock", collection, doc_id)
+
+
+MOVING = _key("moving")  # in-flight documents by when they last moved (the reconciler's)
+
+
+# What a document's stages hand on (storage/bodies.py, storage/checkpoints.py)
+def body(name: str) -> str:
+    return _key("body", name)
+
+
+def original(name: str) -> str:
+    """A file's original bytes, until they are extracted."""
+    return _key("original", name)
+
+
+def chunks(collection: str, version: str, doc_id: str) -> str:
+    return _key("chunks", collection, version, doc_id)
+
+
+def contexts(collection: str, version: str, doc_id: str) -> str:
+    return _key("ctx", collection, version, doc_id)
+
+
+# Deliveries (pipeline/guard.py, pipeline/tasks.py)
+def lease(collection: str, version: str, doc_id: str, stage: str) -> str:
+    return _key("lease", collection, version, doc_id, stage)
+
+
+def deliveries(task_id: str, retries: int) -> str:
+    return _key("deliveries", task_id, retries)
+
+
+def death(task_id: str, retries: int) -> str:
+    """How a message's last delivery died (a signal), for the document's error."""
+    return _key("lost", task_id, retries)
+
+
+def warm(collection: str, version: str, doc_id: str) -> str:
+    """A document whose prompt prefix was written to the provider's cache (its TTL's)."""
+    return _key("warm", collection, version, doc_id)
+
+
+RECONCILER = _key("reconciler")  # the lease of the worker running the reconciler
+
+
+# The bill (contextualizers/claude/usage.py) and the rate limits (…/ratelimit.py)
+USAGE_ALL = _key("usage", "_all")
+
+
+def usage(collection: str, run: str | None = None) -> str:
+    return _key("usage", collection, "run", run) if run else _key("usage", collection)
+
+
+def runs(collection: str) -> str:
+    return _key("runs", collection)
+
+
+def rate_bucket(scope: str, dimension: str) -> str:
+    return _key("rl", scope, dimension)
+
+
+TOKENS = _key("tokens")  # API tokens by SHA-256 (storage/tokens.py)
+METRICS = namespace("metrics")
+FAIR = namespace("fair")
+WORKERS = namespace("workers")
+SESSIONS = namespace("sessions")
