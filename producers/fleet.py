@@ -14,9 +14,8 @@ from typing import Any
 from workers import metrics
 from workers.connections import redis_client
 from workers.contextualizers.claude import usage
-from workers.pipeline import presence
 from workers.pipeline.routing import all_queues, oldest_waiting_s, sublists
-from workers.storage import catalog, chunk_index, fairqueue, states
+from workers.storage import catalog, chunk_index, fairqueue, presence, states
 
 # Kombu's names for the messages delivered and not yet acknowledged (Redis transport defaults).
 UNACKED, UNACKED_INDEX = "unacked", "unacked_index"

@@ -32,8 +32,8 @@ from workers.documents import (
 from workers.errors import BadDocument
 from workers.extraction import detect
 from workers.pipeline import fair
-from workers.pipeline.app import CHUNK_TASK
 from workers.pipeline.routing import CHUNK_PRIORITY, CHUNK_QUEUE
+from workers.pipeline.sending import CHUNK_TASK
 from workers.settings import get_settings
 from workers.storage import states
 from workers.storage.bodies import body_store

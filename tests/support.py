@@ -56,11 +56,11 @@ def write_jsonl(path: Path, docs: list[dict]) -> str:
 @contextmanager
 def use_services(redis_url: str | None = None, opensearch_url: str | None = None) -> Iterator[None]:
     """This test process on other services for a while: its settings, clients and the Celery
-    app's broker follow, and so do the workers it starts (they inherit the environment). A test
+    app it sends with follow, and so do the workers it starts (they inherit the environment). A test
     that restarts or squeezes a Redis or an OpenSearch does so on its own, never on the ones
     the other tests (and the other pytest processes) are using."""
     from workers import connections
-    from workers.pipeline.app import app
+    from workers.pipeline import sending
     from workers.settings import get_settings
 
     changes = {"SITUATE_REDIS_URL": redis_url, "SITUATE_OPENSEARCH_URL": opensearch_url}
@@ -70,6 +70,7 @@ def use_services(redis_url: str | None = None, opensearch_url: str | None = None
         get_settings.cache_clear()
         for client in (connections.redis_client, connections.redis_bytes_client, connections.opensearch_client):
             client.cache_clear()
+        app = sending.app()  # the worker's app if this process imported it, else the send-only one
         app.conf.broker_url = get_settings().redis_url
         options = {k: v for k, v in app.conf.broker_transport_options.items() if k not in ("master_name", "sentinel_kwargs")}
         app.conf.broker_transport_options = {**options, **connections.broker_transport_extras()}  # a Sentinel's master

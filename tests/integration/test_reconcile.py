@@ -24,8 +24,9 @@ def own_redis(tmp_path):
 def test_the_reconciler_resumes_only_what_has_no_message_anywhere(own_redis):
     from workers.connections import redis_client
     from workers.pipeline import fair, reconcile
-    from workers.pipeline.app import CHUNK_TASK, app
+    from workers.pipeline.app import app
     from workers.pipeline.routing import CHUNK_QUEUE, document_queue, sublists
+    from workers.pipeline.sending import CHUNK_TASK
     from workers.storage import fairqueue, states
 
     r = redis_client()

@@ -1,6 +1,7 @@
-"""The shape of the code: no import cycles (imports inside functions included), no module named
-like the standard library's, package ``__init__`` files that import nothing, a read path that
-never pulls in Celery, and modules of a size one can read."""
+"""The shape of the code: no import cycles (imports inside functions included), imports that only
+go down the layers ARCHITECTURE.md draws, producers that send without the worker's machinery, no
+module named like the standard library's, package ``__init__`` files that import nothing, a read
+path that never pulls in Celery, and modules of a size one can read."""
 
 from __future__ import annotations
 
@@ -14,6 +15,26 @@ PACKAGES = ("workers", "producers")
 OPS_MODULES = ("harness", "standin", "standin_cache", "standin_vectors", "standin_batches", "bench", "bench_common",
                "bench_retrieval", "bench_situate", "bench_memory", "bench_corpora", "bench_llm_cost", "bench_extractors")
 MAX_LINES = 450
+
+# The layers, bottom up (ARCHITECTURE.md, "The tree"): a module imports from its own layer or
+# those below it. A module belongs to the layer of its longest matching prefix.
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("foundation", ("workers.errors", "workers.keys", "workers.settings", "workers.logs")),
+    ("services", ("workers.connections", "workers.models", "workers.documents", "workers.allowlist",
+                  "workers.chunking", "workers.metrics")),
+    ("parts", ("workers.embedding", "workers.extraction", "workers.layout")),
+    ("storage", ("workers.storage",)),
+    ("contextualizers", ("workers.contextualizers", "workers.lifecycle")),
+    ("sending", ("workers.pipeline.routing", "workers.pipeline.sending", "workers.pipeline.fair")),
+    ("worker", ("workers.pipeline",)),
+    ("read path", ("producers.retrieval",)),
+    ("producers", ("producers",)),
+    ("entry points", ("producers.api", "producers.mcp_server", "producers.cli", "producers.integrations")),
+]
+# Above the worker in the list, yet never importing it: producers send by name (``sending``).
+NOT_ABOVE_THE_WORKER = ("read path", "producers", "entry points")
+# The one way up, on purpose: ``situate worker`` and ``situate flower`` run the worker's own app.
+ALLOWED = {("producers.cli.processes", "workers.pipeline.app")}
 
 
 def project_modules() -> dict[str, Path]:
@@ -109,6 +130,80 @@ def test_no_import_cycles_among_project_modules():
     graph = import_graph()
     assert len(graph) > 40 and graph["workers.pipeline.tasks"], "the graph should cover the project"
     assert cycles(graph) == []
+
+
+def layer_of(module: str) -> int:
+    best, found = -1, -1
+    for rank, (_, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best:
+                best, found = len(prefix), rank
+    return found
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Every import that goes up a layer, or from the producers' side into the worker's."""
+    worker = next(rank for rank, (name, _) in enumerate(LAYERS) if name == "worker")
+    apart = {rank for rank, (name, _) in enumerate(LAYERS) if name in NOT_ABOVE_THE_WORKER}
+    found = []
+    for module, targets in graph.items():
+        here = layer_of(module)
+        if here < 0:  # ops/ scripts and benches: above everything
+            continue
+        for target in targets:
+            there = layer_of(target)
+            if (module, target) in ALLOWED:
+                continue
+            if there > here or (there == worker and here in apart):
+                found.append(f"{module} ({LAYERS[here][0]}) imports {target} ({LAYERS[there][0]})")
+    return sorted(found)
+
+
+def test_every_module_has_a_layer():
+    # (the package ``workers`` itself is its map, importing nothing)
+    assert [m for m in project_modules() if m.startswith(PACKAGES) and m != "workers" and layer_of(m) < 0] == []
+
+
+def test_the_direction_finder_finds_an_upward_import():
+    planted = {"workers.storage.states": {"workers.pipeline.tasks"}, "producers.submit": {"workers.pipeline.guard"},
+               "workers.pipeline.tasks": {"workers.storage.states"}}
+    assert upward_imports(planted) == [
+        "producers.submit (producers) imports workers.pipeline.guard (worker)",
+        "workers.storage.states (storage) imports workers.pipeline.tasks (worker)"]
+
+
+def test_imports_only_go_down_the_layers():
+    assert upward_imports(import_graph()) == []
+
+
+def test_producers_send_without_the_workers_machinery():
+    """The API, the MCP server and the client reach Celery only through ``sending``: no
+    bootsteps, no worker state, no task module; ``/metrics`` and the fleet's view no Celery at all."""
+    graph = import_graph()
+    modules = project_modules()
+
+    def reach(start: str) -> set[str]:
+        seen, todo = set(), [start]
+        while todo:
+            module = todo.pop()
+            if module not in seen:
+                seen.add(module)
+                todo.extend(graph[module])
+        return seen
+
+    def celery_imports(module: str) -> set[str]:
+        tree = ast.parse(modules[module].read_text())
+        names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        names |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        return {n for n in names if n.split(".")[0] in ("celery", "kombu", "billiard")}
+
+    api = reach("producers.api")
+    assert "workers.pipeline.sending" in api, "the API sends documents"
+    assert sorted(m for m in api if m.startswith("workers.pipeline")) == [
+        "workers.pipeline.fair", "workers.pipeline.routing", "workers.pipeline.sending"]
+    assert {n for m in api for n in celery_imports(m)} == {"celery", "celery.signals", "kombu.transport"}
+    for fleet_view in ("producers.prometheus", "producers.fleet"):
+        assert not {n for m in reach(fleet_view) for n in celery_imports(m)}, fleet_view
 
 
 def test_no_module_is_named_like_a_standard_library_module():

@@ -3,27 +3,21 @@ Celery: every stage of every collection gets its turn, whatever another collecti
 
 ``send`` parks the work in its collection's line and admits what fits; ``admit`` runs after every
 task a worker finishes (``task_postrun``, in the process that ran it) and on every worker
-heartbeat, so a queue is topped up as fast as its workers take from it. What is admitted is sent
+heartbeat (both hooked in ``app``), so a queue is topped up as fast as its workers take from it. What is admitted is sent
 as an ordinary Celery message, with the entry's id as its task id (sent twice after a crash, it
 is the same task).
 """
 
 from __future__ import annotations
 
-import logging
 import time
 import uuid
 from typing import Any
 
-from celery.signals import task_postrun
-
-from workers.pipeline import delivery
-from workers.pipeline.app import app
+from workers.pipeline import sending
 from workers.pipeline.routing import all_queues, sublists
 from workers.settings import get_settings
 from workers.storage import fairqueue
-
-log = logging.getLogger("situate.fair")
 
 
 def send(task: str, args: tuple[Any, ...] | list[Any], queue: str, priority: int = 0, front: bool = False,
@@ -43,7 +37,7 @@ def admit(queues: list[str] | None = None) -> int:
     names = queues or all_queues()
     entries = fairqueue.admit({q: sublists(q) for q in names}, s.queue_ahead, stale_s())
     for e in entries:
-        app.send_task(e["task"], args=e["args"], queue=e["queue"], priority=e["priority"], task_id=e["id"])
+        sending.send_task(e["task"], args=e["args"], queue=e["queue"], priority=e["priority"], task_id=e["id"])
     return len(entries)
 
 
@@ -51,15 +45,3 @@ def stale_s() -> float:
     """How long an admitted message may go unreceived before it is parked again: longer than a
     message waits in a queue only a few deep, on the scale of the recovery promise."""
     return max(5.0, 3 * get_settings().recovery_s)
-
-
-@task_postrun.connect
-def admit_after_task(**_: Any) -> None:
-    """A worker slot just freed up: top the queues up."""
-    try:
-        admit()
-    except Exception as e:  # Redis away: the next task or heartbeat admits instead
-        log.warning("admission after a task: %s: %s", type(e).__name__, e)
-
-
-delivery.on_heartbeat.append(admit)

@@ -1,29 +1,19 @@
-"""Which workers are online, and what each is doing: for ``/metrics``, the dashboard, autoscalers.
+"""A worker announcing itself: what its Celery consumer is running, written on every heartbeat.
 
-Every heartbeat (``delivery.Heartbeat``) a worker writes one short-lived Redis key: its name,
-queues, pool size and the tasks it is running (stage, collection, document, for how long).
-A worker that stops or dies simply stops writing, and its key lapses within three heartbeats:
-no deregistration to forget, nothing to clean up. Celery's own events (Flower) tell the same
+The record's home and its readers are ``storage.presence``; this half reads Celery's live
+request sets, so only worker processes import it. Celery's own events (Flower) tell the same
 story, but only to a process that listened while it happened.
 """
 
 from __future__ import annotations
 
-import json
-import logging
 import os
 import socket
 import time
 
 from celery.worker import state as worker_state
 
-from workers import keys
-from workers.connections import redis_client
-from workers.settings import get_settings
-
-log = logging.getLogger("situate.presence")
-
-PREFIX = keys.WORKERS
+from workers.storage import presence
 
 
 def copy_of(requests: set) -> list | None:
@@ -53,11 +43,4 @@ def announce(consumer) -> None:
     record = {"hostname": consumer.hostname, "host": socket.gethostname(), "pid": os.getpid(),
               "queues": queues, "concurrency": getattr(consumer.pool, "num_processes", None) or
               getattr(consumer.controller, "concurrency", None), "active": doing, "seen": now}
-    ttl = max(5, round(3 * get_settings().heartbeat_s))
-    redis_client().set(PREFIX + consumer.hostname, json.dumps(record), ex=ttl)
-
-
-def online() -> list[dict]:
-    r = redis_client()
-    names = sorted(r.scan_iter(PREFIX + "*", count=1000))
-    return [json.loads(raw) for raw in (r.mget(names) if names else []) if raw]
+    presence.write(consumer.hostname, record)

@@ -36,7 +36,6 @@ from typing import Any
 from workers import keys, metrics
 from workers.connections import redis_client
 from workers.pipeline import delivery, fair
-from workers.pipeline.app import CHUNK_TASK, CONTEXTUALIZE_TASK, INDEX_TASK, app
 from workers.pipeline.routing import (
     CHUNK_PRIORITY,
     CHUNK_QUEUE,
@@ -46,6 +45,7 @@ from workers.pipeline.routing import (
     document_queue,
     sublists,
 )
+from workers.pipeline.sending import CHUNK_TASK, CONTEXTUALIZE_TASK, INDEX_TASK, POLL_BATCH_TASK, send_task
 from workers.settings import get_settings
 from workers.storage import fairqueue, states
 
@@ -97,8 +97,8 @@ def resume(collection: str, doc_id: str, state: str, version: str, fields: dict[
         return "chunk"
     if state == states.CHUNKED:
         if fields.get("batch_id"):  # waiting on a Message Batch: poll it, never submit a new one
-            app.send_task("situate.poll_batch", args=[collection, doc_id, version, fields["batch_id"]],
-                          queue=document_queue(collection, doc_id))
+            send_task(POLL_BATCH_TASK, [collection, doc_id, version, fields["batch_id"]],
+                      queue=document_queue(collection, doc_id))
             return "poll_batch"
         fair.send(CONTEXTUALIZE_TASK, (collection, doc_id, version), queue=document_queue(collection, doc_id),
                   priority=contextualize_priority(int(fields.get("chunks_total") or 0)), admit_now=False)

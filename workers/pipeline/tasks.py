@@ -30,9 +30,10 @@ from workers.extraction import detect, sandbox
 from workers.extraction.document import Extracted
 from workers.extraction.limits import Limits
 from workers.pipeline import fair, reconcile  # noqa: F401 - reconcile: a heartbeat duty of every worker
-from workers.pipeline.app import CHUNK_TASK, CONTEXTUALIZE_TASK, INDEX_TASK, SLICE_TASK, app
+from workers.pipeline.app import app
 from workers.pipeline.guard import PipelineTask
 from workers.pipeline.routing import INDEX_QUEUE, contextualize_priority, document_queue
+from workers.pipeline.sending import CHUNK_TASK, CONTEXTUALIZE_TASK, INDEX_TASK, POLL_BATCH_TASK, SLICE_TASK
 from workers.settings import get_settings
 from workers.storage import catalog, checkpoints, chunk_index, states
 from workers.storage.bodies import body_store
@@ -235,7 +236,7 @@ def _source(collection, doc_id, version, chunks, language, metadata) -> SourceDo
                           chunks, payload.get("run"), bool(payload.get("batch")), structure=payload.get("extracted"))
 
 
-@app.task(name="situate.poll_batch", base=PipelineTask)
+@app.task(name=POLL_BATCH_TASK, base=PipelineTask)
 def poll_batch(collection: str, doc_id: str, version: str, batch_id: str) -> None:
     """Collect an ended Message Batch, then submit the document's next step or index it."""
     from workers.contextualizers.claude import batches
