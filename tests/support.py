@@ -53,6 +53,15 @@ def write_jsonl(path: Path, docs: list[dict]) -> str:
     return str(path)
 
 
+def reread_environment() -> None:
+    """Settings and credentials are read once per process; a test that changes the environment
+    of this process has them read again."""
+    from workers.settings import get_credentials, get_settings
+
+    get_settings.cache_clear()
+    get_credentials.cache_clear()
+
+
 @contextmanager
 def use_services(redis_url: str | None = None, opensearch_url: str | None = None) -> Iterator[None]:
     """This test process on other services for a while: its settings, clients and the Celery

@@ -13,16 +13,15 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
-import os
 import re
 import sys
 import time
 from typing import Any
 
+from workers.settings import get_credentials, get_settings
+
 _context: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("situate_log_context")
 
-SECRET_VARIABLES = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "VOYAGE_API_KEY", "CO_API_KEY", "COHERE_API_KEY",
-                    "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "SITUATE_API_TOKEN", "SITUATE_FLOWER_PASSWORD")
 _URL_CREDENTIALS = re.compile(r"(\w+://)[^/\s:@]*:[^/\s@]+@")
 
 
@@ -36,10 +35,8 @@ def unbind(token: contextvars.Token) -> None:
 
 
 def redact(text: str) -> str:
-    for name in SECRET_VARIABLES:
-        value = os.environ.get(name, "")
-        if len(value) >= 8:
-            text = text.replace(value, "***")
+    for value in get_credentials().secrets():
+        text = text.replace(value, "***")
     return _URL_CREDENTIALS.sub(r"\1***@", text)
 
 
@@ -78,7 +75,7 @@ class JsonFormatter(logging.Formatter):
 
 def configure(level: str = "INFO", fmt: str | None = None) -> None:
     """Root logging for a situate process: JSON (or text) on stderr, secrets redacted."""
-    fmt = fmt or os.environ.get("SITUATE_LOG_FORMAT", "json")
+    fmt = fmt or get_settings().log_format
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else
                          logging.Formatter("[%(asctime)s: %(levelname)s/%(processName)s] %(message)s"))

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
+
+from workers.settings import get_settings
 
 
 @dataclass(frozen=True)
@@ -113,7 +114,7 @@ CACHE_TRUST_S = 240  # the margin covers clock skew between workers and time in 
 
 def _overrides() -> None:
     """``SITUATE_MODELS``: models of the operator's own, or corrections to ours."""
-    raw = os.environ.get("SITUATE_MODELS", "").strip()
+    raw = get_settings().models.strip()
     if not raw:
         return
     known = {f.name for f in fields(ModelSpec)}

@@ -5,14 +5,20 @@ These describe *where things are* (Redis, OpenSearch, S3) and *how this process 
 embedder, language, chunking — are defaults only: they are frozen into a collection when it
 is created (see ``storage.catalog``) and every worker follows the stored copy, whatever its own
 environment says. Secrets (API keys) are read by the provider clients from their usual
-variables and never copied into a collection, a message or a log line.
+variables and never copied into a collection, a message or a log line; ``Credentials`` says
+which are set (and gives the log filter their values to remove).
+
+This is the one module that reads the environment; the others ask it. A value a command decides
+for its own process (``situate worker``: threads per embedder; ``situate api``: its address)
+is given with ``override``, never by writing an environment variable for another module to read.
 """
 
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Literal
+from typing import Any, Literal
 
+from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -57,6 +63,12 @@ class Settings(BaseSettings):
     # Search-time: the default reranker (none | voyage | bedrock | cohere | onnx), overridable
     # per query; see producers/retrieval/rerankers.py for each one's settings.
     reranker: str = "none"
+    rerank_model: str = ""   # the API reranker's model (default: workers/models.py's)
+    rerank_onnx: str = ""    # the onnx reranker's file (a tokenizer.json beside it)
+    cohere_url: str = "https://api.cohere.com"
+    # Voyage's endpoint (the SDK's own variable; a stand-in or a proxy), "" for Voyage's.
+    voyage_base_url: str = Field("", validation_alias=AliasChoices("VOYAGE_BASE_URL"))
+    log_format: Literal["json", "text"] = "json"
 
     # Input limits: a document over this size fails alone with a reason (a file to extract, a PDF:
     # its original bytes).
@@ -91,6 +103,11 @@ class Settings(BaseSettings):
     index_replicas: str = "0-1"
 
     embed_batch_size: int = 32
+    # ONNX / C threads per process (0: the library's default, every core); ``situate worker``
+    # sets cores / processes so that pool processes do not oversubscribe the CPU.
+    embed_threads: int = 0
+    # Models of the operator's own, or corrections to ours, as JSON (workers/models.py).
+    models: str = ""
     # The local embedder reads 256 tokens of a text: its head only ("truncate"), or all of it in
     # overlapping windows ("windows": ~20% slower ingest for a mixed, small gain; see README).
     embed_long_text: Literal["truncate", "windows"] = "truncate"
@@ -131,6 +148,7 @@ class Settings(BaseSettings):
     # FLOWER_OAUTH2_* variables and --auth, passed through as they are.
     flower_user: str = ""
     flower_password: str = ""
+    flower_oauth: str = Field("", validation_alias=AliasChoices("FLOWER_AUTH"))  # Flower's own variable
     # A request body over this is refused whole (413), chunked uploads included; a request
     # with more documents than max_batch_documents likewise.
     max_request_bytes: int = 72_000_000
@@ -167,6 +185,49 @@ class Settings(BaseSettings):
         return max(2, round(self.visibility_timeout_s))
 
 
+class Credentials(BaseSettings):
+    """The secrets this process holds, under the names their SDKs read (which read them
+    themselves): we only need to know which are set, and their values to redact from logs.
+    Strings only, so reading them never fails, whatever else is misconfigured."""
+
+    model_config = SettingsConfigDict(extra="ignore")
+
+    anthropic_api_key: str = ""
+    anthropic_auth_token: str = ""
+    voyage_api_key: str = ""
+    cohere_api_key: str = Field("", validation_alias=AliasChoices("CO_API_KEY", "COHERE_API_KEY"))
+    aws_access_key_id: str = ""
+    aws_secret_access_key: str = ""
+    aws_session_token: str = ""
+    aws_profile: str = ""
+    aws_endpoint_url_bedrock_runtime: str = ""
+    situate_api_token: str = ""
+    situate_flower_password: str = ""
+    situate_redis_sentinel_password: str = ""
+
+    def secrets(self) -> list[str]:
+        """Values to remove from every log line (long enough not to blank out ordinary words)."""
+        kept = ("anthropic_api_key", "anthropic_auth_token", "voyage_api_key", "cohere_api_key",
+                "aws_secret_access_key", "aws_session_token", "situate_api_token", "situate_flower_password",
+                "situate_redis_sentinel_password")
+        return [v for v in (getattr(self, name) for name in kept) if len(v) >= 8]
+
+
+_overrides: dict[str, Any] = {}
+
+
+def override(**values: Any) -> None:
+    """Settings this process chose itself, over the environment's (and inherited by the pool
+    processes it forks)."""
+    _overrides.update(values)
+    get_settings.cache_clear()
+
+
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
-    return Settings()
+    return Settings(**_overrides)
+
+
+@lru_cache(maxsize=1)
+def get_credentials() -> Credentials:
+    return Credentials()

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import re
+import shutil
 import sys
 from typing import Any, NoReturn
 
@@ -14,8 +14,9 @@ from rich.markup import escape
 from workers import errors
 
 # Wide when not on a terminal (a log, a pipe): Rich would cut tables to 80 columns.
-out = Console(width=None if sys.stdout.isatty() else int(os.environ.get("COLUMNS") or 200))
-err = Console(stderr=True, width=None if sys.stderr.isatty() else int(os.environ.get("COLUMNS") or 200))
+# Piped output is not cut at 80 columns: ``COLUMNS`` if set, else 200 (shutil reads COLUMNS).
+out = Console(width=None if sys.stdout.isatty() else shutil.get_terminal_size((200, 24)).columns)
+err = Console(stderr=True, width=None if sys.stderr.isatty() else shutil.get_terminal_size((200, 24)).columns)
 
 
 # What must not reach a terminal from a document or a caller: control characters (escape

@@ -27,6 +27,7 @@ def worker(
     import os
 
     from producers.cli.common import fail
+    from workers import settings
     from workers.pipeline.app import app
     from workers.pipeline.routing import all_queues, expand
 
@@ -43,7 +44,8 @@ def worker(
     # Each pool process embeds with ONNX Runtime, which by default spreads over every core:
     # N processes x all cores oversubscribes the CPU (measured: 8.6 -> 11.3 chunks/s on 2
     # cores with 2 processes when each takes its share). Autoscaled: the share at MAX.
-    os.environ.setdefault("SITUATE_EMBED_THREADS", str(max(1, (os.cpu_count() or 1) // concurrency)))
+    if not settings.get_settings().embed_threads:
+        settings.override(embed_threads=max(1, (os.cpu_count() or 1) // concurrency))
     chosen = expand([q.strip() for q in queues.split(",") if q.strip()]) if queues else all_queues()
     argv = ["worker", "--queues", ",".join(chosen), "--concurrency", str(concurrency),
             "--loglevel", loglevel, "--pool", pool, "--events", "--without-gossip", "--without-mingle"]
@@ -56,20 +58,18 @@ def worker(
 
 def api(host: str = typer.Option("127.0.0.1"), port: int = typer.Option(8000)) -> None:
     """Serve the HTTP API (OpenAPI docs at /docs). Beyond loopback, only with SITUATE_API_TOKEN."""
-    import os
 
     import uvicorn
 
     from producers.auth import is_loopback
     from producers.cli.common import fail
     from workers import logs
-    from workers.settings import get_settings
+    from workers.settings import get_settings, override
 
     if not is_loopback(host) and not get_settings().api_token:
         fail(f"refusing to listen on {host} without a token: set SITUATE_API_TOKEN (the admin token), "
              "then give callers their own with `situate token create`")
-    os.environ["SITUATE_API_HOST"] = host  # the app reads where it listens (see producers/auth.py)
-    get_settings.cache_clear()
+    override(api_host=host)  # the app answers by where it listens (see producers/auth.py)
     logs.configure("INFO")
     uvicorn.run("producers.api:app", host=host, port=port, log_config=None, access_log=True)
 
@@ -117,13 +117,14 @@ def flower(host: str = typer.Option("127.0.0.1"), port: int = typer.Option(5555)
     from workers.settings import get_settings
 
     s = get_settings()
-    oauth = bool(os.environ.get("FLOWER_AUTH"))
+    oauth = bool(s.flower_oauth)
     if bool(s.flower_user) != bool(s.flower_password):
         fail("set both SITUATE_FLOWER_USER and SITUATE_FLOWER_PASSWORD, or neither")
     if not (s.flower_user or oauth) and not is_loopback(host):
         fail(f"refusing to serve Flower on {host} without credentials: set SITUATE_FLOWER_USER and "
              "SITUATE_FLOWER_PASSWORD (or Flower's OAuth: FLOWER_AUTH, FLOWER_OAUTH2_*)")
-    if s.flower_user:  # through the environment, not argv: a password in argv is in `ps` for anyone
+    if s.flower_user:  # Flower's own variable, set at the process edge (this process becomes Flower):
+        # through the environment, not argv, as a password in argv is in `ps` for anyone.
         os.environ["FLOWER_BASIC_AUTH"] = f"{s.flower_user}:{s.flower_password}"
     _guard_flower_open_routes()
     from celery.bin.celery import main as celery_main

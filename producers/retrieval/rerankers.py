@@ -17,7 +17,6 @@ Model ids come from ``SITUATE_RERANK_MODEL`` (default per provider in ``models``
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -27,6 +26,7 @@ import numpy as np
 
 from workers import models
 from workers.contextualizers.base import contextualized_text
+from workers.settings import get_credentials, get_settings
 
 NAMES = ("none", "voyage", "bedrock", "cohere", "onnx")
 
@@ -91,8 +91,8 @@ class CohereReranker:
         import httpx
 
         self.model = model or models.DEFAULT_RERANK_MODEL["cohere"]
-        self.url = os.environ.get("SITUATE_COHERE_URL", "https://api.cohere.com").rstrip("/") + "/v2/rerank"
-        key = os.environ.get("CO_API_KEY") or os.environ.get("COHERE_API_KEY", "")
+        self.url = get_settings().cohere_url.rstrip("/") + "/v2/rerank"
+        key = get_credentials().cohere_api_key
         self.http = httpx.Client(timeout=60, headers={"Authorization": f"Bearer {key}"} if key else {})
 
     def scores(self, query: str, documents: list[str]) -> list[float]:
@@ -158,7 +158,7 @@ def check(name: str) -> None:
 @lru_cache(maxsize=8)
 def get(name: str) -> Reranker:
     check(name)
-    model = os.environ.get("SITUATE_RERANK_MODEL", "")
+    model = get_settings().rerank_model
     if name == "voyage":
         return VoyageReranker(model)
     if name == "bedrock":
@@ -166,7 +166,7 @@ def get(name: str) -> Reranker:
     if name == "cohere":
         return CohereReranker(model)
     if name == "onnx":
-        return OnnxCrossEncoder(os.environ.get("SITUATE_RERANK_ONNX", ""))
+        return OnnxCrossEncoder(get_settings().rerank_onnx)
     raise ValueError("no reranker to load for 'none'")
 
 

@@ -18,7 +18,7 @@ import pytest
 from harness import LOGS, ROOT, RedisServer, StandIn, Worker
 
 from tests.faults import figures as fault_figures
-from tests.support import SECRET_KEY, TEST_MODEL, use_services
+from tests.support import SECRET_KEY, TEST_MODEL, reread_environment, use_services
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -55,6 +55,7 @@ def standin():
     # This process embeds queries with the stand-in's Voyage too; put everything back after.
     saved = {k: os.environ.get(k) for k in ("VOYAGE_API_KEY", "VOYAGE_BASE_URL")}
     os.environ.update({"VOYAGE_API_KEY": SECRET_KEY, "VOYAGE_BASE_URL": f"{server.url}/v1"})
+    reread_environment()
     registry.get.cache_clear()
     yield server
     server.close()
@@ -63,6 +64,7 @@ def standin():
             os.environ.pop(k, None)
         else:
             os.environ[k] = v
+    reread_environment()
     registry.get.cache_clear()
 
 

@@ -11,7 +11,7 @@ import uuid
 import pytest
 from harness import StandIn, Worker
 
-from tests.support import SECRET_KEY, TEST_MODEL
+from tests.support import SECRET_KEY, TEST_MODEL, reread_environment
 
 WORKERS: list[Worker] = []
 
@@ -54,6 +54,7 @@ def standin():
     from producers.retrieval import rerankers
     from workers.embedding import registry
 
+    reread_environment()
     registry.get.cache_clear()  # built before, they would reach another endpoint
     rerankers.get.cache_clear()
     yield server

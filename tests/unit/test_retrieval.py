@@ -7,6 +7,7 @@ import pytest
 
 from producers.evaluate import Gold, LabelledQuery, Retrieved, evaluate, flips, markdown_report
 from producers.retrieval.fusion import fuse, rrf
+from tests.support import reread_environment
 
 
 def test_rrf_rewards_agreement():
@@ -84,10 +85,12 @@ def test_onnx_cross_encoder_file(tmp_path, monkeypatch):
     monkeypatch.setenv("SITUATE_RERANK_ONNX", str(path))
     from producers.retrieval import rerankers
 
+    reread_environment()
     rerankers.get.cache_clear()
     scores = rerankers.get("onnx").scores("otter", ["no match here", "otter otter", "one otter"])
     assert scores == [1.0, 3.0, 2.0]  # the query's own "otter" counts once in every pair
     monkeypatch.setenv("SITUATE_RERANK_ONNX", str(tmp_path / "missing.onnx"))
+    reread_environment()
     rerankers.get.cache_clear()
     with pytest.raises(ValueError, match="missing.onnx"):
         rerankers.get("onnx")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from tests.support import reread_environment
+
 
 def test_token_estimate_is_calibrated_by_the_providers_counts():
     import random
@@ -120,9 +122,11 @@ def test_the_model_table_knows_current_prices_tiers_and_end_of_life(monkeypatch)
     # An operator adds a model, or corrects ours, without a release.
     monkeypatch.setenv("SITUATE_MODELS", '{"claude-new-6": {"input": 1.5, "output": 7.5, "min_cacheable_tokens": 1024}, '
                                          '"claude-haiku-5-5": {"min_cacheable_tokens": 4096}}')
+    reread_environment()
     reloaded = importlib.reload(models)
     try:
         assert reloaded.get("claude-new-6").output == 7.5 and reloaded.get("claude-haiku-5-5").min_cacheable_tokens == 4096
     finally:
         monkeypatch.delenv("SITUATE_MODELS")
+        reread_environment()
         importlib.reload(models)

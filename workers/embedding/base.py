@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from typing import Protocol
 
 import numpy as np
+
+from workers.settings import get_settings
 
 
 class Embedder(Protocol):
@@ -27,4 +28,4 @@ def unit(vectors: np.ndarray) -> np.ndarray:
 def threads() -> int:
     """ONNX / C threads per process (``SITUATE_EMBED_THREADS``; 0 = the library's default):
     ``situate worker`` sets it to cores / processes so pool processes do not oversubscribe."""
-    return int(os.environ.get("SITUATE_EMBED_THREADS", "0"))
+    return get_settings().embed_threads

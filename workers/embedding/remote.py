@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 
 import numpy as np
 
 from workers import models
 from workers.embedding.base import unit
+from workers.settings import get_settings
 
 MAX_ATTEMPTS = 8
 
@@ -38,7 +38,7 @@ def _batches(texts: list[str], spec: models.EmbeddingSpec) -> list[list[str]]:
 def voyage_client():
     import voyageai
 
-    return voyageai.Client(max_retries=MAX_ATTEMPTS, timeout=120, base_url=os.environ.get("VOYAGE_BASE_URL"))
+    return voyageai.Client(max_retries=MAX_ATTEMPTS, timeout=120, base_url=get_settings().voyage_base_url or None)
 
 
 class Voyage:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import importlib
 import logging
-import os
 from typing import Any
 
 from celery import Celery
@@ -22,7 +21,7 @@ from celery.signals import setup_logging, task_postrun, task_prerun, worker_init
 from workers import logs
 from workers.pipeline import delivery, fair, sending
 from workers.pipeline.delivery import Heartbeat
-from workers.settings import get_settings
+from workers.settings import get_credentials, get_settings
 
 log = logging.getLogger("situate.app")
 
@@ -60,8 +59,8 @@ def admit_after_task(**_: Any) -> None:
 # The provider SDKs a worker has credentials for, imported before it takes work: ``anthropic``
 # alone takes ~3 s of CPU to import, which a fresh worker (several at once on 2 cores: much
 # longer) would otherwise spend while its first documents wait.
-PRELOAD = {"ANTHROPIC_API_KEY": "anthropic", "ANTHROPIC_AUTH_TOKEN": "anthropic", "VOYAGE_API_KEY": "voyageai",
-           "AWS_ENDPOINT_URL_BEDROCK_RUNTIME": "boto3", "AWS_ACCESS_KEY_ID": "boto3", "AWS_PROFILE": "boto3"}
+PRELOAD = {"anthropic_api_key": "anthropic", "anthropic_auth_token": "anthropic", "voyage_api_key": "voyageai",
+           "aws_endpoint_url_bedrock_runtime": "boto3", "aws_access_key_id": "boto3", "aws_profile": "boto3"}
 
 
 @setup_logging.connect
@@ -94,8 +93,9 @@ def unbind_document(task_id=None, **_) -> None:
 
 @worker_init.connect
 def preload_provider_sdks(**_) -> None:
-    for variable, module in PRELOAD.items():
-        if os.environ.get(variable):
+    credentials = get_credentials()
+    for name, module in PRELOAD.items():
+        if getattr(credentials, name):
             try:
                 importlib.import_module(module)
             except ImportError:  # an optional extra not installed: the collection will say so

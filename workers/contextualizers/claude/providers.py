@@ -10,7 +10,6 @@ outcomes: an ``Answer`` with the four usage counters, a retryable ``ProviderFaul
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -22,7 +21,7 @@ except ImportError:  # pragma: no cover - older SDKs
 
 from workers import models
 from workers.errors import LLMError, ProviderFault
-from workers.settings import get_settings
+from workers.settings import get_credentials, get_settings
 
 
 @dataclass
@@ -68,7 +67,7 @@ class AnthropicProvider:
     def __init__(self, model: str):
         import anthropic
 
-        if not os.environ.get("ANTHROPIC_API_KEY") and not os.environ.get("ANTHROPIC_AUTH_TOKEN"):
+        if not (get_credentials().anthropic_api_key or get_credentials().anthropic_auth_token):
             raise LLMError("ANTHROPIC_API_KEY is not set on this worker")
         self.anthropic = anthropic
         # Retries are ours: counted, shared with the limiter, and bounded in time.
