@@ -22,13 +22,13 @@ import importlib.metadata
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 from redis.exceptions import OutOfMemoryError as RedisFull
 from starlette.routing import Route
@@ -37,7 +37,7 @@ from producers import auth, dashboard, http_guard, mcp_server, prometheus
 from producers.retrieval import rerankers
 from producers.retrieval.hits import HitOut, SearchOut
 from producers.retrieval.search import SearchOptions, search
-from producers.submit import RawDocument, submit
+from producers.submit import RawDocument, Submission, submit
 from workers import allowlist, errors, lifecycle
 from workers.settings import get_settings
 from workers.storage import capacity, catalog, chunk_index, states
@@ -68,7 +68,7 @@ METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"}
 
 
 @app.middleware("http")
-async def count_requests(request: Request, call_next):
+async def count_requests(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
     """Requests and latency by route template (not by path: one series per route, not per document)."""
     started = time.perf_counter()
     response = await call_next(request)
@@ -118,7 +118,7 @@ def caller(request: Request) -> auth.Principal:
     return auth.authenticate(request.headers.get("authorization"))
 
 
-def allowed(need: str):
+def allowed(need: str) -> Callable[..., auth.Principal]:
     """A dependency: the caller, if it may ``need`` on the path's collection (all, if none)."""
     def check(request: Request, principal: auth.Principal = Depends(caller)) -> auth.Principal:
         auth.authorize(principal, request.path_params.get("collection"), need)
@@ -213,7 +213,7 @@ def openapi_schema() -> dict[str, Any]:
 
 
 @app.get("/docs", include_in_schema=False, dependencies=[Depends(caller)])
-def docs_page():
+def docs_page() -> HTMLResponse:
     from fastapi.openapi.docs import get_swagger_ui_html
 
     return get_swagger_ui_html(openapi_url="/openapi.json", title="situate API")
@@ -286,7 +286,7 @@ def _raw_document(i: int, item: Any) -> RawDocument:
         chunks = [{"n": n, "text": c} if isinstance(c, str) else c for n, c in enumerate(chunks)]
     elif chunks is not None:
         return RawDocument(doc_id, None, error="'chunks' must be a list of strings")
-    return RawDocument(doc_id, text, item.get("metadata") if "metadata" in item else {}, chunks)
+    return RawDocument(doc_id, text, item.get("metadata") or {}, chunks)
 
 
 @app.post("/v1/collections/{collection}/documents", status_code=202, openapi_extra=documented(DocumentsIn))
@@ -334,7 +334,8 @@ async def add_files(collection: str, request: Request,
                 raise HTTPException(422, "no file: send each one as a 'file' field")
             if form.get("id") and len(uploads) > 1:
                 raise HTTPException(422, "'id' names a single file; send one file per request, or none")
-            meta = _metadata(form.get("metadata") if isinstance(form.get("metadata"), str) else None)
+            given = form.get("metadata")
+            meta = _metadata(given if isinstance(given, str) else None)
             raws = []
             for upload in uploads:
                 name = upload.filename or ""
@@ -351,7 +352,7 @@ async def add_files(collection: str, request: Request,
     return _submitted(await run_in_threadpool(submit, config, raws))
 
 
-def _submitted(results) -> dict[str, Any]:
+def _submitted(results: list[Submission]) -> dict[str, Any]:
     """The answer to a submission: one entry per document, in order."""
     return {"documents": [{"doc_id": r.doc_id, "state": r.state, "version": r.version, "error": r.error}
                           for r in results]}
@@ -376,7 +377,7 @@ def _file_document(doc_id: str, name: str, data: bytes, media_type: str | None, 
                        media_type=media_type)
 
 
-async def _writable(collection: str, principal: auth.Principal):
+async def _writable(collection: str, principal: auth.Principal) -> catalog.CollectionConfig:
     """The collection to submit to (created with the server's defaults, by an admin only), if
     Redis has room."""
     config = catalog.find(catalog.validate_name(collection))

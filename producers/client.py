@@ -53,13 +53,13 @@ class SituateClient:
     def __enter__(self) -> SituateClient:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def close(self) -> None:
         self._http.close()
 
-    def _call(self, method: str, path: str, busy_patience_s: float = 600, **kwargs) -> Any:
+    def _call(self, method: str, path: str, busy_patience_s: float = 600, **kwargs: Any) -> Any:
         """One request; a 503 with Retry-After (the server's Redis is draining) waits and asks
         again, up to ``busy_patience_s``."""
         give_up = time.monotonic() + busy_patience_s
@@ -135,13 +135,13 @@ class AsyncSituateClient:
     async def __aenter__(self) -> AsyncSituateClient:
         return self
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
     async def aclose(self) -> None:
         await self._http.aclose()
 
-    async def _call(self, method: str, path: str, busy_patience_s: float = 600, **kwargs) -> Any:
+    async def _call(self, method: str, path: str, busy_patience_s: float = 600, **kwargs: Any) -> Any:
         give_up = time.monotonic() + busy_patience_s
         while True:
             response = await self._http.request(method, path, **kwargs)

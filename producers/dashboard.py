@@ -170,7 +170,12 @@ def build(window_minutes: int = 60, window_days: int = 14) -> dict[str, Any]:
 
 
 def _minute_series(last: int) -> dict[str, Any]:
-    minutes, chunks, read, best, p50, p95 = [], {}, {}, {}, {}, {}
+    minutes: list[Any] = []
+    chunks: dict[str, Any] = {}
+    read: dict[str, Any] = {}
+    best: dict[str, Any] = {}
+    p50: dict[str, Any] = {}
+    p95: dict[str, Any] = {}
     for i, (minute, counters, histograms) in enumerate(metrics.minutes(last)):
         minutes.append(minute * 60)
         for labels, value in counters.get("chunks_indexed", []):
@@ -199,7 +204,9 @@ def _minute_series(last: int) -> dict[str, Any]:
 
 
 def _daily_spend(last: int) -> dict[str, Any]:
-    days, by_collection, by_model = [], {}, {}
+    days: list[Any] = []
+    by_collection: dict[str, Any] = {}
+    by_model: dict[str, Any] = {}
     for i, (day, counters) in enumerate(metrics.days(last)):
         days.append(day)
         for labels, value in counters.get("llm_cost_usd", []):

@@ -31,7 +31,7 @@ from typing import Any
 
 from producers.submit import Original, validate
 from workers import layout, models
-from workers.chunking import guess_language, locate, split
+from workers.chunking import Chunk, guess_language, locate, split
 from workers.contextualizers import registry
 from workers.contextualizers.base import SourceDocument
 from workers.errors import BadDocument, ExtractionError
@@ -88,18 +88,21 @@ class Estimate:
 class _NoProvider:
     """The planner needs a provider object to exist, never to be called."""
 
-    def call(self, *_, **__):
+    model = "estimate"
+
+    def call(self, *_: Any, **__: Any) -> Any:
         raise AssertionError("an estimate makes no call")
 
 
-def chunks_of(config: CollectionConfig, text: str, metadata: dict, given: list | None):
+def chunks_of(config: CollectionConfig, text: str, metadata: dict[str, Any],
+              given: list[Any] | None) -> tuple[list[Chunk], str]:
     language = guess_language(text, metadata)
     if given is not None:
         return locate(text, [(c.n, c.text) for c in given]), language
     return split(text, language, config.chunk_tokens, config.chunk_overlap), language
 
 
-def _extracted(raw, original: Original) -> Extracted:
+def _extracted(raw: Any, original: Original) -> Extracted:
     """A file as the chunk stage would see it (``tasks._extract``, the same limits)."""
     try:
         return sandbox.extract(original.data, original.media_type, raw.name or raw.doc_id, Limits.from_settings())
@@ -107,7 +110,7 @@ def _extracted(raw, original: Original) -> Extracted:
         raise BadDocument(str(e)) from None
 
 
-def estimate(config: CollectionConfig, documents: Iterable) -> Estimate:
+def estimate(config: CollectionConfig, documents: Iterable[Any]) -> Estimate:
     """``documents``: the loaders' RawDocuments (``id``, ``text``, ``metadata``, ``chunks``)."""
     result = Estimate(config.name, config.contextualizer, config.model)
     llm = config.contextualizer in registry.LLM_PROVIDERS
@@ -126,11 +129,12 @@ def estimate(config: CollectionConfig, documents: Iterable) -> Estimate:
     for raw in documents:
         result.documents += 1
         try:  # what submit would refuse, and what the chunk stage would fail
-            text, given = validate(raw, s.max_document_bytes)
-            if isinstance(text, Original):
-                extracted = _extracted(raw, text)
+            body, given = validate(raw, s.max_document_bytes)
+            if isinstance(body, Original):
+                extracted = _extracted(raw, body)
                 text, chunks, language = extracted.text, layout.chunks_of(extracted, config.chunk_tokens), "text"
             else:
+                text = body
                 chunks, language = chunks_of(config, text, raw.metadata or {}, given)
         except BadDocument:
             chunks = []
@@ -138,7 +142,7 @@ def estimate(config: CollectionConfig, documents: Iterable) -> Estimate:
             result.failing += 1
             continue
         result.chunks += len(chunks)
-        if not llm:
+        if planner is None or spec is None:  # not an LLM: no calls to count
             continue
         doc = SourceDocument(config.name, raw.doc_id, "estimate", text, language, raw.metadata or {}, chunks)
         result.document_tokens += models.estimate_tokens(text, spec)
@@ -175,7 +179,7 @@ def estimate(config: CollectionConfig, documents: Iterable) -> Estimate:
                                                round(result.output_per_call))
             result.cost_without_cache_usd += models.cost_usd(spec, call["input"] + call["write"] + call["read"], 0, 0,
                                                              round(result.output_per_call))
-    if llm:
+    if spec is not None:  # an LLM contextualizer
         result.output_tokens = round(result.calls * round(result.output_per_call))
         limits = s.rate_limits.get(config.model)
         limit = models.Limits(**limits) if limits else spec.limits
@@ -183,7 +187,7 @@ def estimate(config: CollectionConfig, documents: Iterable) -> Estimate:
         minutes = {"requests": result.calls / limit.rpm,
                    "input tokens": (result.input_tokens + result.cache_write_tokens) / limit.itpm,
                    "output tokens": result.output_tokens / limit.otpm}
-        result.binding_limit = max(minutes, key=minutes.get)
+        result.binding_limit = max(minutes, key=lambda name: minutes[name])
         result.minutes_at_rate_limits = minutes[result.binding_limit]
     return result
 

@@ -127,7 +127,7 @@ def found_by(gold: Gold, hit: Retrieved) -> bool:
     if gold.doc_id != hit.doc_id:
         return False
     if gold.page is not None:
-        return bool(hit.pages) and hit.pages[0] <= gold.page <= hit.pages[-1]
+        return bool(hit.pages) and hit.pages is not None and hit.pages[0] <= gold.page <= hit.pages[-1]
     if gold.chunk is not None:
         return gold.chunk == hit.chunk
     wanted = gold.words()
@@ -201,7 +201,8 @@ class Flip:
 
 def flips(before: EvalResult, after: EvalResult, k: int = 10) -> tuple[list[Flip], list[Flip]]:
     """Queries whose Pass@k changed from ``before`` to ``after``: (gained, lost), biggest first."""
-    gained, lost = [], []
+    gained: list[Flip] = []
+    lost: list[Flip] = []
     for a, b in zip(before.per_query, after.per_query):
         if a[f"pass@{k}"] == b[f"pass@{k}"]:
             continue

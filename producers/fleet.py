@@ -9,7 +9,7 @@ totals ``situate stats`` prints) with the cache-read ratio beside the best possi
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, cast
 
 from workers import metrics
 from workers.connections import redis_client
@@ -46,7 +46,7 @@ def unacked(now: float | None = None) -> dict[str, Any]:
     oldest age stays under a heartbeat or two while every holder lives: a larger one is a dead
     worker's messages, waiting for the sweep."""
     r, now = redis_client(), now or time.time()
-    oldest = r.zrange(UNACKED_INDEX, 0, 0, withscores=True)
+    oldest = cast("list[tuple[str, float]]", r.zrange(UNACKED_INDEX, 0, 0, withscores=True))
     return {"count": r.hlen(UNACKED), "oldest_heartbeat_s": round(now - oldest[0][1], 1) if oldest else None}
 
 
@@ -71,12 +71,12 @@ def bill(names: list[str]) -> dict[str, Any]:
     return {"all": usage.totals(None), "collections": {n: usage.totals(n) for n in names}}
 
 
-def by_model(counters: dict | None = None) -> dict[str, dict[str, float]]:
+def by_model(counters: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
     """Tokens, cost and cache ratios per (collection, model), from the metrics counters."""
     counters = counters if counters is not None else metrics.read_counters()
     rows: dict[tuple[str, str], dict[str, float]] = {}
 
-    def row(labels: dict) -> dict[str, float]:
+    def row(labels: dict[str, Any]) -> dict[str, float]:
         return rows.setdefault((labels.get("collection", ""), labels.get("model", "")),
                                {"input": 0, "cache_write": 0, "cache_read": 0, "output": 0, "calls": 0,
                                 "cost_usd": 0.0, "best_read": 0})
@@ -95,7 +95,7 @@ def by_model(counters: dict | None = None) -> dict[str, dict[str, float]]:
     return out
 
 
-def snapshot(counters: dict | None = None) -> dict[str, Any]:
+def snapshot(counters: dict[str, Any] | None = None) -> dict[str, Any]:
     """``counters``: the metrics counters, if the caller has read them already."""
     now = time.time()
     rows = collections()

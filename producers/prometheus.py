@@ -9,9 +9,12 @@ API replica is a scrape target of its own, labelled by Prometheus's ``instance``
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.metrics_core import Metric
 
 from producers import fleet
 from workers import metrics
@@ -51,7 +54,7 @@ HISTOGRAMS = {
 
 
 class FleetCollector:
-    def collect(self):
+    def collect(self) -> Iterator[Metric]:
         counters = metrics.read_counters()
         for name, (prom, help_, labels) in COUNTERS.items():
             family = CounterMetricFamily(prom, help_, labels=labels)
@@ -61,15 +64,15 @@ class FleetCollector:
         stored = metrics.read_histograms()
         bounds = [("+Inf" if b == math.inf else str(b)) for b in metrics.BUCKETS]
         for name, (prom, help_, labels) in HISTOGRAMS.items():
-            family = HistogramMetricFamily(prom, help_, labels=labels)
+            histogram = HistogramMetricFamily(prom, help_, labels=labels)
             for h in stored.get(name, []):
-                family.add_metric([h["labels"].get(label, "") for label in labels],
-                                  list(zip(bounds, h["buckets"])), h["sum"])
-            yield family
+                histogram.add_metric([h["labels"].get(label, "") for label in labels],
+                                     list(zip(bounds, h["buckets"])), h["sum"])
+            yield histogram
         yield from self._gauges(fleet.snapshot(counters))  # one read of the counters per scrape
 
     @staticmethod
-    def _gauges(snap: dict):
+    def _gauges(snap: dict[str, Any]) -> Iterator[Metric]:
         docs = GaugeMetricFamily("situate_documents", "Documents by state.", labels=["collection", "state"])
         chunks = GaugeMetricFamily("situate_index_chunks", "Chunks in the index now.", labels=["collection"])
         for row in snap["collections"]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
+from typing import Any
 
 from producers.loaders import BINARY_SUFFIXES, too_big
 from producers.submit import RawDocument
@@ -48,7 +49,7 @@ class Listing:
     etags: dict[str, str] = field(default_factory=dict)
 
 
-def documents(collection: str, url: str, listing: Listing | None = None, client=None) -> Iterator[RawDocument]:
+def documents(collection: str, url: str, listing: Listing | None = None, client: Any = None) -> Iterator[RawDocument]:
     """The prefix's objects that changed since this collection last took them, as documents
     (``remember`` each once accepted)."""
     import boto3

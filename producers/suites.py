@@ -24,6 +24,7 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -69,7 +70,7 @@ def headline(result: EvalResult, k: int) -> float:
     return result.hit_at[k] if result.pages else result.pass_at[k]
 
 
-def summary(suites: list[Suite]) -> list[dict]:
+def summary(suites: list[Suite]) -> list[dict[str, Any]]:
     """One row per label present in every suite: per-corpus headline at 10 and their means."""
     labels = [r.label for r in suites[0].results if all(r.label in {x.label for x in s.results} for s in suites)]
     rows = []

@@ -22,6 +22,7 @@ from __future__ import annotations
 import itertools
 import random
 import statistics
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -61,7 +62,7 @@ def grid(has_contexts: bool, reranker: str = "none") -> list[Setting]:
     return out
 
 
-def side_rankings(config: CollectionConfig, queries: list[LabelledQuery], context_weights=CONTEXT_WEIGHTS,
+def side_rankings(config: CollectionConfig, queries: list[LabelledQuery], context_weights: Sequence[float] = CONTEXT_WEIGHTS,
                   candidates: int = CANDIDATES) -> list[dict[str, list[dict[str, Any]]]]:
     """Per query, each side's candidates: ``dense`` and ``bm25@<context weight>``."""
     embedder = embedders.get(config.embedder, config.embed_model)
@@ -78,7 +79,7 @@ def side_rankings(config: CollectionConfig, queries: list[LabelledQuery], contex
     return out
 
 
-def add_rerank_scores(queries: list[LabelledQuery], rankings: list[dict], reranker: str) -> int:
+def add_rerank_scores(queries: list[LabelledQuery], rankings: list[dict[str, Any]], reranker: str) -> int:
     """Score every distinct candidate of each query once with ``reranker``; the scores go into
     the query's rankings under ``"rerank"`` (by index ``_id``). Returns how many were scored."""
     from producers.retrieval import rerankers
@@ -107,7 +108,7 @@ def ranked(sides: dict[str, Any], setting: Setting, k: int = max(KS)) -> list[Re
     return [Retrieved(h.doc_id, h.chunk, h.text, h.pages) for h in hits[:k]]
 
 
-def grade(queries: list[LabelledQuery], rankings: list[dict], setting: Setting, label: str | None = None) -> EvalResult:
+def grade(queries: list[LabelledQuery], rankings: list[dict[str, Any]], setting: Setting, label: str | None = None) -> EvalResult:
     return summarize(label or setting.label(), [grade_query(q, ranked(r, setting)) for q, r in zip(queries, rankings)])
 
 
@@ -134,7 +135,7 @@ class TuneReport:
                 "held_out_gain_pass@10": round(self.held_out.pass_at[10] - self.current.pass_at[10], 2)}
 
 
-def tune(queries: list[LabelledQuery], rankings: list[dict], current: Setting, settings: list[Setting],
+def tune(queries: list[LabelledQuery], rankings: list[dict[str, Any]], current: Setting, settings: list[Setting],
          folds: int = 5, seed: int = 0) -> TuneReport:
     if len(queries) < 2 * folds:
         raise ValueError(f"{len(queries)} labelled queries are too few for {folds} folds (at least {2 * folds})")
@@ -143,7 +144,7 @@ def tune(queries: list[LabelledQuery], rankings: list[dict], current: Setting, s
     fold_of = {i: n % folds for n, i in enumerate(order)}
     # Per setting, per query: its row (pass@k, ranks) — computed once, then summed by fold.
     rows = {s: grade(queries, rankings, s).per_query for s in settings}
-    held_rows: dict[int, dict] = {}
+    held_rows: dict[int, dict[str, Any]] = {}
     winners = []
     for f in range(folds):
         train = [i for i in range(len(queries)) if fold_of[i] != f]
@@ -160,7 +161,7 @@ def tune(queries: list[LabelledQuery], rankings: list[dict], current: Setting, s
                       winner, grade(queries, rankings, winner, "winner, on all queries"), winners)
 
 
-def _tie_break(setting: Setting, current: Setting) -> tuple:
+def _tie_break(setting: Setting, current: Setting) -> tuple[Any, ...]:
     """Between equals, the current defaults, then the plainest (and cheapest) setting."""
     return (setting == current, setting.reranker == "none", setting.fusion == "rrf", -abs(setting.dense_weight - 1),
             -setting.context_weight)

@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from harness import ROOT, SITUATE
+from harness import ROOT, SITUATE, Api
 
 SHARED = ROOT.parent / "shared"
 COOKBOOK = SHARED / "data" / "cookbook"
@@ -51,6 +52,36 @@ def ingest(collection: str, docs: list[dict[str, Any]], timeout: float = 300, **
 def write_jsonl(path: Path, docs: list[dict]) -> str:
     path.write_text("".join(json.dumps(d) + "\n" for d in docs))
     return str(path)
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 60, step: float = 0.2) -> Any:
+    """Poll ``predicate`` until it returns something truthy or ``timeout`` passes; its last value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(step)
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float, what: str, step: float = 0.2) -> Any:
+    """``wait_for``, failing the test with ``what`` when the time is up."""
+    value = wait_for(predicate, timeout, step)
+    if not value:
+        raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+    return value
+
+
+@contextmanager
+def running_api(env: dict[str, str], secret: str | None = None) -> Iterator[Api]:
+    """An API process for a test module; ``secret`` (a token it was given) must not be in its log."""
+    server = Api(env=env)
+    try:
+        yield server
+    finally:
+        server.stop()
+    if secret is not None:
+        assert secret not in server.output(), "a token leaked into the API's log"
 
 
 def reread_environment() -> None:

@@ -9,6 +9,7 @@ structural contextualizer its definition paths (see ``structure``).
 
 from __future__ import annotations
 
+import importlib
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -66,28 +67,17 @@ def count_tokens(text: str) -> int:
     return len(tokenizer().encode(text, add_special_tokens=False).ids)
 
 
-def tree_sitter_language(lang: str):
-    """The tree-sitter grammar for ``lang``, or None for prose."""
-    if lang == "python":
-        import tree_sitter_python as m
-    elif lang == "rust":
-        import tree_sitter_rust as m
-    elif lang == "go":
-        import tree_sitter_go as m
-    elif lang == "java":
-        import tree_sitter_java as m
-    elif lang == "javascript":
-        import tree_sitter_javascript as m
-    elif lang in ("typescript", "tsx"):
+GRAMMARS = ("python", "rust", "go", "java", "javascript", "c", "cpp")  # a package tree_sitter_<name> each
+
+
+def tree_sitter_language(lang: str) -> Any:
+    """The tree-sitter grammar for ``lang`` (a PyCapsule), or None for prose."""
+    if lang in ("typescript", "tsx"):
         import tree_sitter_typescript as ts
         return ts.language_tsx() if lang == "tsx" else ts.language_typescript()
-    elif lang == "c":
-        import tree_sitter_c as m
-    elif lang == "cpp":
-        import tree_sitter_cpp as m
-    else:
+    if lang not in GRAMMARS:
         return None
-    return m.language()
+    return importlib.import_module(f"tree_sitter_{lang}").language()
 
 
 # Cheap signatures for text that arrives without a file name (JSONL, the API, the cookbook).
@@ -155,7 +145,7 @@ def is_code(language: str) -> bool:
 
 
 @lru_cache(maxsize=64)
-def _splitter(lang: str, capacity: int, overlap: int):
+def _splitter(lang: str, capacity: int, overlap: int) -> Any:
     tok = tokenizer()
     grammar = tree_sitter_language(lang)
     if grammar is not None:

@@ -80,7 +80,7 @@ def _chunk(n: int, group: list[_Unit], doc: Extracted, heading_starts: set[int])
     text = "".join(parts)
     first, last = doc.page_of(start), doc.page_of(max(start, end - 1))
     path = path_at(doc.headings, content)
-    return Chunk(n, text, start, end, (first, last) if first else None, SECTION_SEPARATOR.join(path) or None)
+    return Chunk(n, text, start, end, (first, last or first) if first else None, SECTION_SEPARATOR.join(path) or None)
 
 
 def _units(doc: Extracted, chunk_tokens: int) -> list[_Unit]:
@@ -132,7 +132,9 @@ def _table_pieces(table: str, at: int, chunk_tokens: int, caption: _Unit | None)
     budget = chunk_tokens - sum(len(e.ids) for e in tokenizer().encode_batch(prefix, add_special_tokens=False))
     budget = max(budget, chunk_tokens // 4)
     counts = [len(e.ids) for e in tokenizer().encode_batch(rows, add_special_tokens=False)] if rows else []
-    out, group, size, row_at = [], [], 0, at + sum(len(h) + 1 for h in header)
+    out: list[_Unit] = []
+    group: list[str] = []
+    size, row_at = 0, at + sum(len(h) + 1 for h in header)
     group_start = row_at
     for row, tokens in zip(rows, counts):
         if group and size + tokens > budget:

@@ -199,7 +199,7 @@ def delete_document(name: str, doc_id: str) -> bool:
     with states.document_lock(name, doc_id):
         doc = states.get(name, doc_id)
         seq = doc["seq"] if doc else None
-        if doc is not None and not states.forget_if(name, doc_id, seq):
+        if doc is not None and not states.forget_if(name, doc_id, doc["seq"]):
             return True  # changed between the two reads: impossible under the lock, but never delete blind
         removed = chunk_index.delete_document(config, doc_id, up_to_seq=seq)
         if doc and doc.get("version"):

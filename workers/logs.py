@@ -25,12 +25,12 @@ _context: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("situa
 _URL_CREDENTIALS = re.compile(r"(\w+://)[^/\s:@]*:[^/\s@]+@")
 
 
-def bind(**fields: Any) -> contextvars.Token:
+def bind(**fields: Any) -> contextvars.Token[dict[str, Any]]:
     """Add fields to every line logged from here on (in this thread or task); ``unbind`` after."""
     return _context.set({**_context.get({}), **{k: v for k, v in fields.items() if v is not None}})
 
 
-def unbind(token: contextvars.Token) -> None:
+def unbind(token: contextvars.Token[dict[str, Any]]) -> None:
     _context.reset(token)
 
 

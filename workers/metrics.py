@@ -25,6 +25,7 @@ import time
 from collections import defaultdict
 from collections.abc import Iterable
 from datetime import UTC, datetime
+from typing import Any, cast
 
 from workers import keys
 from workers.connections import REDIS_NOT_NOW, redis_client
@@ -99,7 +100,7 @@ class Batch:
     def __enter__(self) -> Batch:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.send()
 
 
@@ -121,15 +122,16 @@ def observe(name: str, seconds: float, **labels: str) -> None:
 def read_counters(key: str = COUNTERS) -> dict[str, list[tuple[Labels, float]]]:
     """name -> [(labels, value)] from the all-time hash, or one time bucket's."""
     out: dict[str, list[tuple[Labels, float]]] = defaultdict(list)
-    for field, value in redis_client().hgetall(key).items():
+    raw: dict[str, str] = cast("dict[str, str]", redis_client().hgetall(key))
+    for field, value in raw.items():
         if field.startswith("["):
             name, labels = _parse(field)
             out[name].append((labels, float(value)))
     return out
 
 
-def _histograms(raw: dict[str, str], prefix: str = "") -> dict[str, dict[str, dict]]:
-    out: dict[str, dict[str, dict]] = defaultdict(dict)
+def _histograms(raw: dict[str, str], prefix: str = "") -> dict[str, dict[str, dict[str, Any]]]:
+    out: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
     for field, value in raw.items():
         if not field.startswith(prefix + "["):
             continue
@@ -139,10 +141,10 @@ def _histograms(raw: dict[str, str], prefix: str = "") -> dict[str, dict[str, di
     return out
 
 
-def read_histograms() -> dict[str, list[dict]]:
+def read_histograms() -> dict[str, list[dict[str, Any]]]:
     """name -> [{"labels", "buckets" (cumulative, one per BUCKETS bound), "sum", "count"}]."""
-    raw = redis_client().hgetall(HISTOGRAMS)
-    out: dict[str, list[dict]] = {}
+    raw = cast("dict[str, str]", redis_client().hgetall(HISTOGRAMS))
+    out: dict[str, list[dict[str, Any]]] = {}
     for name, series in _histograms(raw).items():
         for field, h in series.items():
             h["sum"] = float(raw.get("s" + field, 0.0))
@@ -176,7 +178,7 @@ def quantile(q: float, cumulative: list[int]) -> float | None:
 
 
 def minutes(last: int, at: float | None = None) -> Iterable[tuple[int, dict[str, list[tuple[Labels, float]]],
-                                                                  dict[str, dict[str, dict]]]]:
+                                                                  dict[str, dict[str, dict[str, Any]]]]]:
     """(epoch minute, counters, histograms) for each of the ``last`` minutes, oldest first."""
     now = int((at or time.time()) // 60)
     pipe = redis_client().pipeline(transaction=False)

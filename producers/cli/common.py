@@ -5,13 +5,16 @@ from __future__ import annotations
 import re
 import shutil
 import sys
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
 from workers import errors
+
+if TYPE_CHECKING:
+    from workers.storage.catalog import CollectionConfig
 
 # Wide when not on a terminal (a log, a pipe): Rich would cut tables to 80 columns.
 # Piped output is not cut at 80 columns: ``COLUMNS`` if set, else 200 (shutil reads COLUMNS).
@@ -41,7 +44,7 @@ def fail(message: str, code: int = 2) -> NoReturn:
     raise typer.Exit(code)
 
 
-def open_or_create(name: str, **requested):
+def open_or_create(name: str, **requested: Any) -> CollectionConfig:
     """The collection ``name``, created with ``requested`` settings if it does not exist."""
     from workers import lifecycle
     from workers.errors import CollectionError
@@ -56,7 +59,7 @@ def open_or_create(name: str, **requested):
     return config
 
 
-def existing(name: str):
+def existing(name: str) -> CollectionConfig:
     from workers.storage import catalog
 
     try:

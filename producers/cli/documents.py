@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from producers.cli.common import err, existing, fail, open_or_create, out, safe
 from workers import errors
+
+if TYPE_CHECKING:
+    from producers.submit import RawDocument
 
 
 def _check_sources(paths: list[str], fmt: str) -> None:
@@ -74,7 +79,7 @@ def ingest(
     selection = loaders.Selection(include=include, exclude=exclude, follow_symlinks=follow_symlinks)
     skipped = loaders.Skipped()
 
-    def documents():
+    def documents() -> Iterator[RawDocument]:
         for p in paths:
             if s3.is_s3(p):
                 yield from s3.documents(collection, p, listing)
@@ -147,7 +152,7 @@ def ingest(
         raise typer.Exit(1)
 
 
-def _print_estimate(collection: str, requested: dict, documents, json_output: bool) -> None:
+def _print_estimate(collection: str, requested: dict[str, Any], documents: Iterable[Any], json_output: bool) -> None:
     from producers.estimate import estimate
     from workers import lifecycle
     from workers.errors import CollectionError

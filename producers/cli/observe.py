@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import typer
+from rich.console import Group
 from rich.table import Table
 
 from producers.cli.common import existing, fail, out, safe
@@ -30,9 +32,10 @@ def status(
         print(json.dumps(doc, indent=None if json_output else 2))
         return
     names = [collection] if collection else catalog.list_names()
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name in names:
         config = existing(name)
+        chunks: int | str
         try:
             chunks = chunk_index.count(config)
         except Exception as e:  # index missing or node down: say so, keep going
@@ -68,7 +71,7 @@ def stats(
     from workers.storage import catalog
 
     names = [collection] if collection else catalog.list_names()
-    report = {"all": usage.totals(None) if not collection else None,
+    report: dict[str, Any] = {"all": usage.totals(None) if not collection else None,
               "collections": {n: {"total": usage.totals(n),
                                   "runs": {r: usage.totals(n, r) for r in usage.runs(n, runs)}} for n in names}}
     if json_output:
@@ -77,7 +80,7 @@ def stats(
     table = Table("collection / run", "calls", "tokens in / write / read / out", "cache read (best)",
                   "cost $", "$ per M doc tokens", "429 / 529 / 5xx")
 
-    def row(label: str, t: dict) -> None:
+    def row(label: str, t: dict[str, Any]) -> None:
         per_m = t["cost_per_million_document_tokens"]
         table.add_row(label, f"{t['calls']:,}",
                       f"{t['input_tokens']:,} / {t['cache_write_tokens']:,} / {t['cache_read_tokens']:,} / "
@@ -102,13 +105,12 @@ def _watch(collection: str | None, interval: float) -> None:
     queues (waiting, oldest), the workers online, and the chunks/s since the watch began."""
     import time
 
-    from rich.console import Group
     from rich.live import Live
     from rich.progress_bar import ProgressBar
 
     from producers import fleet
 
-    def frame(first: dict, snap: dict, elapsed: float):
+    def frame(first: dict[str, Any], snap: dict[str, Any], elapsed: float) -> Group:
         rows = [r for r in snap["collections"] if not collection or r["collection"] == collection]
         table = Table("collection", "documents", *STAGES, "chunks", "chunks/s", box=None)
         for r in rows:

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -139,7 +140,7 @@ def _guard_flower_open_routes() -> None:
     import tornado.web
     from flower.views import monitor
 
-    def prepare(handler) -> None:
+    def prepare(handler: Any) -> None:
         options = handler.application.options
         if (options.basic_auth or options.auth) and not handler.current_user:
             raise tornado.web.HTTPError(401)

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.table import Table
 
 from producers.cli.common import existing, fail, out, safe
+
+if TYPE_CHECKING:
+    from producers.evaluate import LabelledQuery
+    from workers.storage.catalog import CollectionConfig
 
 
 def search(
@@ -32,7 +37,7 @@ def search(
 
     config = existing(collection)
     embedders.get(config.embedder, config.embed_model)  # load the model before the clock starts
-    parsed = {}
+    parsed: dict[str, Any] = {}
     for f in filters:
         key, _, value = f.partition("=")
         parsed.setdefault(key, []).append(value)
@@ -74,8 +79,9 @@ def _configurations(spec: str, names: list[str]) -> list[tuple[str, str, tuple[s
     return out
 
 
-def _evaluate_collection(labelled, name: str, config, spec: str, reranker: str, overrides: dict,
-                         label_prefix: str = "") -> list:
+def _evaluate_collection(labelled: list[LabelledQuery], name: str, config: CollectionConfig, spec: str, reranker: str,
+                         overrides: dict[str, Any],
+                         label_prefix: str = "") -> list[Any]:
     """Each configuration of ``spec`` on one collection, labelled ``<prefix>mode``."""
     from producers.evaluate import Retrieved, evaluate
     from producers.retrieval import search as retrieval
@@ -86,7 +92,8 @@ def _evaluate_collection(labelled, name: str, config, spec: str, reranker: str, 
             fail("hybrid+rerank needs a reranker: --reranker or SITUATE_RERANKER")
         options = retrieval.SearchOptions(mode=mode, reranker=reranker if rerank else "none", **overrides)
 
-        def run(q: str, k: int, config=config, options=options) -> list[Retrieved]:
+        def run(q: str, k: int, config: CollectionConfig = config,
+                options: retrieval.SearchOptions = options) -> list[Retrieved]:
             return [Retrieved(h.doc_id, h.chunk, h.text, h.pages) for h in retrieval.search(config, q, k=k, options=options)]
         try:
             results.append(evaluate(labelled, run, label_prefix + label))
@@ -147,8 +154,9 @@ def eval_cmd(
                    overrides)
 
 
-def _print_results(results, loaded, names, labelled, source, compare, report, json_output, chosen_reranker,
-                   overrides) -> None:
+def _print_results(results: list[Any], loaded: dict[str, Any], names: list[str], labelled: Any, source: str,
+                   compare: str | None, report: Path | None, json_output: bool, chosen_reranker: str,
+                   overrides: dict[str, Any]) -> None:
     from producers.evaluate import KS, MRR_K, chart_png, flips, markdown_report
 
     by_label = {r.label: r for r in results}
@@ -171,7 +179,7 @@ def _print_results(results, loaded, names, labelled, source, compare, report, js
         notes = [f"- {d}" for d in described] + [f"- reranker: `{chosen_reranker}`"]
         (report / "report.md").write_text(markdown_report(results, pair, title, notes, "pass_at_k.png"), encoding="utf-8")
     if json_output:
-        payload: dict = {"results": [r.summary() for r in results]}
+        payload: dict[str, Any] = {"results": [r.summary() for r in results]}
         if pair:
             gained, lost = flips(*pair)
             payload["flips"] = {"before": pair[0].label, "after": pair[1].label,
@@ -200,14 +208,14 @@ def _print_results(results, loaded, names, labelled, source, compare, report, js
         out.print(f"report: {report / 'report.md'}, chart: {report / 'pass_at_k.png'}")
 
 
-def citation(hit) -> str:
+def citation(hit: Any) -> str:
     """Where a hit is: ``3M_2018_10K.pdf p. 60 · Item 8 › Cash flows`` (pages and section when known)."""
     from producers.retrieval.hits import citation as where
 
     return where(hit.doc_id, hit.pages, hit.section)
 
 
-def describe(name: str, c, overrides: dict) -> str:
+def describe(name: str, c: CollectionConfig, overrides: dict[str, Any]) -> str:
     from producers.retrieval.search import SearchOptions
 
     r = SearchOptions(**{k: v for k, v in overrides.items() if v is not None}).resolved(c)
@@ -219,7 +227,7 @@ def describe(name: str, c, overrides: dict) -> str:
             f"context weight {r.context_weight}")
 
 
-def _eval_suites(path: Path, spec: str, chosen_reranker: str, overrides: dict, report: Path | None,
+def _eval_suites(path: Path, spec: str, chosen_reranker: str, overrides: dict[str, Any], report: Path | None,
                  json_output: bool) -> None:
     from producers import suites
     from producers.evaluate import KS

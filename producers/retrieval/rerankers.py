@@ -17,10 +17,10 @@ Model ids come from ``SITUATE_RERANK_MODEL`` (default per provider in ``models``
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -31,7 +31,7 @@ from workers.settings import get_credentials, get_settings
 NAMES = ("none", "voyage", "bedrock", "cohere", "onnx")
 
 
-def _in_order(count: int, scored) -> list[float]:
+def _in_order(count: int, scored: Iterable[tuple[int, float]]) -> list[float]:
     """Provider results ``(index, relevance_score)``, in any order -> one score per document."""
     out = [0.0] * count
     for index, score in scored:
@@ -104,7 +104,7 @@ class CohereReranker:
 
         @retry(retry=retry_if_exception(retryable), stop=stop_after_attempt(6),
                wait=wait_exponential_jitter(multiplier=0.5, max=16), reraise=True)
-        def call() -> dict:
+        def call() -> dict[str, Any]:
             response = self.http.post(self.url, json={"model": self.model, "query": query, "documents": documents,
                                                       "top_n": len(documents)})
             response.raise_for_status()
@@ -170,7 +170,7 @@ def get(name: str) -> Reranker:
     raise ValueError("no reranker to load for 'none'")
 
 
-def rerank(name: str, query: str, hits: Sequence) -> list:
+def rerank(name: str, query: str, hits: Sequence[Any]) -> list[Any]:
     """``hits`` (search.Hit) reordered by the reranker; its score replaces the fused one, and
     ``ranks["fused"]`` keeps where each hit stood before."""
     if not hits:

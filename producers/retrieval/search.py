@@ -37,9 +37,9 @@ class SearchOptions:
     candidates: int = CANDIDATES
     rrf_k: int | None = None
 
-    def resolved(self, config: CollectionConfig) -> SearchOptions:
+    def resolved(self, config: CollectionConfig) -> Resolved:
         dense = self.dense_weight if self.dense_weight is not None else config.dense_weight
-        opts = SearchOptions(
+        opts = Resolved(
             self.mode,
             self.fusion if self.fusion is not None else config.fusion,
             self.context_weight if self.context_weight is not None else config.context_weight,
@@ -57,6 +57,17 @@ class SearchOptions:
 
             rerankers.check(opts.reranker)
         return opts
+
+
+@dataclass(frozen=True)
+class Resolved(SearchOptions):
+    """Options with every default filled in from the collection (``SearchOptions.resolved``)."""
+
+    fusion: str = "rrf"
+    context_weight: float = 1.0
+    dense_weight: float = 0.5
+    reranker: str = "none"
+    rrf_k: int = 10
 
 
 # Measured on the public corpora (hybrid Pass@10 at RRF k = 10, keywords contexts): the

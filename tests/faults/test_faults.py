@@ -14,17 +14,9 @@ import pytest
 
 import tests.faults.plugins  # noqa: F401 - registers anthropic-crashy here too, as the workers do
 from tests.faults.conftest import audit, documents, expected_of, report, submit, wait_done
-from tests.support import TEST_MODEL, cookbook_docs, use_services
+from tests.support import TEST_MODEL, cookbook_docs, use_services, wait_until
 
 LLM = {"contextualizer": "anthropic", "model": TEST_MODEL, "embedder": "voyage"}
-
-
-def wait_until(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
 
 
 def indexed_count(collection: str) -> int:

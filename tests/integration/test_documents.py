@@ -10,10 +10,9 @@ import json
 
 import httpx
 import pytest
-from harness import Api
 
 from tests.documents import make
-from tests.support import run_cli
+from tests.support import run_cli, running_api
 from tests.unit.test_extraction import report_pdf
 
 ADMIN = "documents-admin-token-5d21"
@@ -93,9 +92,8 @@ def test_hostile_files_fail_alone_with_their_reasons_and_the_worker_lives_on(wor
 
 @pytest.fixture(scope="module")
 def api():
-    server = Api(env={"SITUATE_API_TOKEN": ADMIN})
-    yield server
-    server.stop()
+    with running_api({"SITUATE_API_TOKEN": ADMIN}, secret=ADMIN) as server:
+        yield server
 
 
 def test_files_are_uploaded_through_the_api_and_the_client(api, worker, collection_name, tmp_path):

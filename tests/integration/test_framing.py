@@ -15,7 +15,7 @@ import httpx
 import pytest
 from harness import Api, RedisServer
 
-from tests.support import use_services
+from tests.support import running_api, use_services
 
 ADMIN = "framing-admin-token-3f9a"
 LIMIT = 8_000_000  # SITUATE_MAX_REQUEST_BYTES for these runs: small, so memory growth is readable
@@ -23,9 +23,8 @@ LIMIT = 8_000_000  # SITUATE_MAX_REQUEST_BYTES for these runs: small, so memory 
 
 @pytest.fixture(scope="module")
 def api():
-    server = Api(env={"SITUATE_API_TOKEN": ADMIN, "SITUATE_MAX_REQUEST_BYTES": str(LIMIT)})
-    yield server
-    server.stop()
+    with running_api({"SITUATE_API_TOKEN": ADMIN, "SITUATE_MAX_REQUEST_BYTES": str(LIMIT)}, secret=ADMIN) as server:
+        yield server
 
 
 def peak_rss_kb(api) -> int:

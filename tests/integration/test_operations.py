@@ -13,10 +13,10 @@ import time
 import httpx
 import numpy as np
 import pytest
-from harness import SITUATE, Api, free_port, stop
+from harness import SITUATE, free_port, stop
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support import TEST_MODEL, cookbook_docs, ingest, run_cli
+from tests.support import TEST_MODEL, cookbook_docs, ingest, run_cli, running_api
 
 TOKEN = "ops-token-5c1e"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -24,10 +24,8 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 @pytest.fixture(scope="module")
 def api():
-    server = Api(env={"SITUATE_API_TOKEN": TOKEN})
-    yield server
-    server.stop()
-    assert TOKEN not in server.output(), "the API token leaked into the server's log"
+    with running_api({"SITUATE_API_TOKEN": TOKEN}, secret=TOKEN) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")

@@ -10,22 +10,12 @@ goes on. Real Redis, OpenSearch and workers; only the moment is chosen.
 from __future__ import annotations
 
 import threading
-import time
 
 import opensearchpy
 import pytest
 from harness import free_port
 
-from tests.support import ingest, run_cli, use_services
-
-
-def wait_for(predicate, timeout: float = 60, step: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(step)
+from tests.support import ingest, run_cli, use_services, wait_for
 
 
 def in_a_thread(work) -> threading.Thread:

@@ -14,17 +14,15 @@ import httpx
 import pytest
 from harness import Api, Worker, free_port
 
-from tests.support import run_cli
+from tests.support import run_cli, running_api
 
 ADMIN = "admin-token-9c1e-very-secret"
 
 
 @pytest.fixture(scope="module")
 def api():
-    server = Api(env={"SITUATE_API_TOKEN": ADMIN})
-    yield server
-    server.stop()
-    assert ADMIN not in server.output(), "the admin token leaked into the API's log"
+    with running_api({"SITUATE_API_TOKEN": ADMIN}, secret=ADMIN) as server:
+        yield server
 
 
 def bearer(token: str) -> dict[str, str]:

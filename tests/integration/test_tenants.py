@@ -9,9 +9,8 @@ import re
 
 import httpx
 import pytest
-from harness import Api
 
-from tests.support import run_cli
+from tests.support import run_cli, running_api
 
 ADMIN = "tenants-admin-token-71c2"
 
@@ -19,10 +18,9 @@ ADMIN = "tenants-admin-token-71c2"
 @pytest.fixture(scope="module")
 def api():
     # The deployment's default allowlists (the test session allows everything: "*").
-    server = Api(env={"SITUATE_API_TOKEN": ADMIN, "SITUATE_ALLOWED_RERANKERS": "none,onnx",
-                      "SITUATE_ALLOWED_EMBEDDERS": "local,local-multilingual"})
-    yield server
-    server.stop()
+    with running_api({"SITUATE_API_TOKEN": ADMIN, "SITUATE_ALLOWED_RERANKERS": "none,onnx",
+                      "SITUATE_ALLOWED_EMBEDDERS": "local,local-multilingual"}, secret=ADMIN) as server:
+        yield server
 
 
 def bearer(token: str) -> dict[str, str]:

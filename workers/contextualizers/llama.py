@@ -70,7 +70,7 @@ def check_build(system_info: str) -> None:
                             "(or set SITUATE_LLAMA_ALLOW_AMX=1 if yours does not crash)")
 
 
-def _load(path: Path):
+def _load(path: Path) -> Any:
     try:
         import llama_cpp
         from llama_cpp import Llama
@@ -96,7 +96,7 @@ class LlamaContextualizer:
         user = prompts.document_block(document) + "\n" + prompts.chunk_instruction(chunk.text, self.config.prompt)
         return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
 
-    def _document(self, model, doc: SourceDocument, chunks: list[Chunk]) -> str:
+    def _document(self, model: Any, doc: SourceDocument, chunks: list[Chunk]) -> str:
         """The document as the model will see it: whole, or its head cut to fit the window
         beside the longest chunk, the prompt and the answer (counted with the model's own
         tokenizer, the only count llama.cpp will agree with)."""

@@ -45,7 +45,7 @@ PROVIDERS: dict[str, Callable[[CollectionConfig], Contextualizer]] = {
     "llama": _llama,
 }
 LLM_PROVIDERS = ("anthropic", "bedrock")  # paid APIs: model table, rate limits, the bill
-MODEL_WRITTEN = LLM_PROVIDERS + ("llama",)  # contexts a language model wrote: embedded too
+MODEL_WRITTEN: tuple[str, ...] = LLM_PROVIDERS + ("llama",)  # contexts a language model wrote: embedded too
 
 
 def register(name: str, factory: Callable[[CollectionConfig], Contextualizer], model_written: bool = False) -> None:

@@ -27,14 +27,14 @@ _HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$", re.M)
 
 
 @lru_cache(maxsize=16)
-def _parser(lang: str):
+def _parser(lang: str) -> Any:
     from tree_sitter import Language, Parser
 
     grammar = tree_sitter_language(lang)
     return None if grammar is None else Parser(Language(grammar))
 
 
-def _scope_name(node) -> str | None:
+def _scope_name(node: Any) -> str | None:
     if node.type == "decorated_definition" or node.type == "template_declaration":
         return None  # the inner definition is the scope that counts
     if node.type == "impl_item":
@@ -56,6 +56,12 @@ def _scope_name(node) -> str | None:
 
 
 _COMMENT = re.compile(r"^\s*(/\*+|\*+/?|//+!?|#+!?|--|;+)?")
+
+
+def _comment_marker(line: str) -> str | None:
+    """The comment marker a line starts with, if any."""
+    found = _COMMENT.match(line)
+    return found.group(1) if found else None
 _BOILERPLATE = re.compile(r"copyright|licen[cs]e|spdx|all rights reserved|warrant|redistribut", re.I)
 
 
@@ -69,7 +75,7 @@ def title_of(text: str, metadata: dict[str, Any]) -> str:
     lines = text.splitlines()
     # A leading comment block that mentions a license is boilerplate: skip all of it.
     block_end = 0
-    while block_end < len(lines) and (not lines[block_end].strip() or _COMMENT.match(lines[block_end]).group(1)):
+    while block_end < len(lines) and (not lines[block_end].strip() or _comment_marker(lines[block_end])):
         block_end += 1
     skip = block_end if _BOILERPLATE.search("\n".join(lines[:block_end])) else 0
     for line in lines[skip:]:
@@ -87,7 +93,7 @@ def code_paths(text: str, lang: str, chunks: list[Chunk]) -> list[list[str]]:
     data = text.encode("utf-8")
     tree = parser.parse(data)
     # char offset -> byte offset, computed incrementally over the sorted chunk starts
-    out = []
+    out: list[list[str]] = []
     for chunk in chunks:
         if chunk.start is None:
             out.append([])

@@ -64,7 +64,8 @@ def plan(text: str, chunks: list[Chunk], tokens: Callable[[str], int], opening_t
          window_tokens: int) -> Plan:
     """The opening and the windows of a long document (``tokens`` estimates a text's tokens)."""
     sizes = [tokens(c.text) for c in chunks]
-    head, used = [], 0
+    head: list[Chunk] = []
+    used = 0
     for chunk, size in zip(chunks, sizes):
         if head and used + size > opening_tokens:
             break

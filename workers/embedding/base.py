@@ -22,7 +22,8 @@ class Embedder(Protocol):
 
 def unit(vectors: np.ndarray) -> np.ndarray:
     vectors = np.asarray(vectors, dtype=np.float32)
-    return vectors / np.clip(np.linalg.norm(vectors, axis=-1, keepdims=True), 1e-12, None)
+    normalized: np.ndarray = vectors / np.clip(np.linalg.norm(vectors, axis=-1, keepdims=True), 1e-12, None)
+    return normalized
 
 
 def threads() -> int:

@@ -35,7 +35,7 @@ class LocalMiniLM:
         self.tokenizer = Tokenizer.from_file(str(TOKENIZER_PATH))
         self.tokenizer.no_truncation()
         self.tokenizer.no_padding()
-        self.cls, self.sep, self.pad = (self.tokenizer.token_to_id(t) for t in ("[CLS]", "[SEP]", "[PAD]"))
+        self.cls, self.sep, self.pad = (int(self.tokenizer.token_to_id(t) or 0) for t in ("[CLS]", "[SEP]", "[PAD]"))
         options = ort.SessionOptions()
         if threads():
             options.intra_op_num_threads = threads()

@@ -11,6 +11,7 @@ differently where the model wants it (``input_type``, a ``query:`` prefix), henc
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
 
 from workers import models
@@ -52,4 +53,6 @@ def get(name: str, model: str = "") -> Embedder:
         return local.LocalMultilingual(batch_size=batch)
     from workers.embedding import remote
 
-    return {"voyage": remote.Voyage, "voyage-context": remote.VoyageContext, "bedrock": remote.Bedrock}[name](model)
+    factories: dict[str, Callable[[str], Embedder]] = {"voyage": remote.Voyage, "voyage-context": remote.VoyageContext,
+                                                       "bedrock": remote.Bedrock}
+    return factories[name](model)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from typing import Any
 
 import numpy as np
 
@@ -35,10 +36,10 @@ def _batches(texts: list[str], spec: models.EmbeddingSpec) -> list[list[str]]:
     return [g for g in groups if g]
 
 
-def voyage_client():
-    import voyageai
+def voyage_client() -> Any:
+    import voyageai.client
 
-    return voyageai.Client(max_retries=MAX_ATTEMPTS, timeout=120, base_url=get_settings().voyage_base_url or None)
+    return voyageai.client.Client(max_retries=MAX_ATTEMPTS, timeout=120, base_url=get_settings().voyage_base_url or None)
 
 
 class Voyage:
@@ -86,7 +87,7 @@ class VoyageContext(Voyage):
         return unit(np.array(result.results[0].embeddings[0]))
 
 
-def bedrock_runtime():
+def bedrock_runtime() -> Any:
     """boto3 bedrock-runtime with the standard credential chain and endpoint variables;
     adaptive retries absorb throttling (429) and 5xx."""
     import boto3
@@ -107,7 +108,7 @@ class Bedrock:
         self.client = bedrock_runtime()
         self.cohere = self.spec.id.startswith("cohere.")
 
-    def _invoke(self, body: dict) -> dict:
+    def _invoke(self, body: dict[str, Any]) -> dict[str, Any]:
         response = self.client.invoke_model(modelId=self.spec.id, body=json.dumps(body),
                                             contentType="application/json", accept="application/json")
         return json.loads(response["body"].read())

@@ -3,6 +3,9 @@ recorded as it is written: one place that knows how a heading, a table and a pag
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from workers.extraction.document import Extracted
 
 
@@ -12,15 +15,15 @@ def cell(value: object) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
-def table(rows: list[list[object]]) -> str:
+def table(rows: Sequence[Sequence[object]]) -> str:
     """Rows as a Markdown table, the first row its header; ragged rows padded."""
-    rows = [[cell(c) for c in row] for row in rows if any(str(c or "").strip() for c in row)]
-    if not rows:
+    cells = [[cell(c) for c in row] for row in rows if any(str(c or "").strip() for c in row)]
+    if not cells:
         return ""
-    width = max(len(r) for r in rows)
-    rows = [r + [""] * (width - len(r)) for r in rows]
-    lines = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * width]
-    lines += ["| " + " | ".join(r) + " |" for r in rows[1:]]
+    width = max(len(r) for r in cells)
+    cells = [r + [""] * (width - len(r)) for r in cells]
+    lines = ["| " + " | ".join(cells[0]) + " |", "|" + "---|" * width]
+    lines += ["| " + " | ".join(r) + " |" for r in cells[1:]]
     return "\n".join(lines)
 
 
@@ -58,6 +61,6 @@ class Writer:
         """The next block starts a new page."""
         self.pages.append(self.size + (2 if self.parts else 0))
 
-    def done(self, media_type: str, **fields) -> Extracted:
+    def done(self, media_type: str, **fields: Any) -> Extracted:
         return Extracted(text="".join(self.parts), media_type=media_type, pages=self.pages,
                          headings=self.headings, **fields)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import zipfile
 from pathlib import Path
+from typing import Any
 
 from workers.errors import ExtractionError
 from workers.extraction import cover
@@ -45,7 +46,7 @@ def check_zip(path: Path, limits: Limits) -> None:
         raise ExtractionError(f"not a readable Office file (broken zip: {e})") from None
 
 
-def _properties(core) -> dict[str, str]:
+def _properties(core: Any) -> dict[str, str]:
     """Core properties (python-docx and python-pptx say ``author``, openpyxl ``creator``)."""
     created, modified = getattr(core, "created", None), getattr(core, "modified", None)
     fields = {"title": getattr(core, "title", None), "author": getattr(core, "author", None) or getattr(core, "creator", None),
@@ -54,7 +55,7 @@ def _properties(core) -> dict[str, str]:
     return {k: str(v) for k, v in fields.items() if v}
 
 
-def _done(writer: Writer, media_type: str, properties: dict[str, str], name: str, **fields) -> Extracted:
+def _done(writer: Writer, media_type: str, properties: dict[str, str], name: str, **fields: Any) -> Extracted:
     text = "".join(writer.parts)
     if not text.strip():
         raise ExtractionError("no text in the file")

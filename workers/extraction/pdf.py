@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 from workers.errors import ExtractionError
 from workers.extraction import cleanup, cover, headings
@@ -78,7 +79,7 @@ def extract(path: Path, limits: Limits, name: str = "") -> Extracted:
                      profile=cover.of(first, properties, name), pages_total=total, pages_without_text=empty)
 
 
-def _outline(pdf) -> list[tuple[int, str, int]]:
+def _outline(pdf: Any) -> list[tuple[int, str, int]]:
     """(level, title, page index) of each bookmark; [] without an outline or on a broken one."""
     out = []
     try:

@@ -86,7 +86,8 @@ class Sandbox:
                 if not chunk:
                     return self._died(limits)
                 reply += chunk
-        return json.loads(reply)
+        answer: dict[str, Any] = json.loads(reply)
+        return answer
 
     def _died(self, limits: Limits) -> dict[str, Any]:
         assert self.proc is not None

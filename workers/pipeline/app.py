@@ -11,6 +11,7 @@ it: they send by name through ``sending``.
 
 from __future__ import annotations
 
+import contextvars
 import importlib
 import logging
 from typing import Any
@@ -64,16 +65,16 @@ PRELOAD = {"anthropic_api_key": "anthropic", "anthropic_auth_token": "anthropic"
 
 
 @setup_logging.connect
-def json_logs(loglevel=None, **_) -> None:
+def json_logs(loglevel: str | int | None = None, **_: Any) -> None:
     """Celery leaves logging to us when this signal has a receiver: JSON lines, no secrets."""
     logs.configure(loglevel if isinstance(loglevel, str) else logging.getLevelName(loglevel or logging.INFO))
 
 
-_bound: dict[str, object] = {}
+_bound: dict[str | None, contextvars.Token[dict[str, Any]]] = {}
 
 
 @task_prerun.connect
-def bind_document(task_id=None, task=None, args=None, **_) -> None:
+def bind_document(task_id: str | None = None, task: Any = None, args: Any = None, **_: Any) -> None:
     """Every line logged while a stage runs says which document, version and task it is about."""
     fields = {"task_id": task_id, "task": getattr(task, "name", None)}
     if args and len(args) >= 3 and getattr(task, "name", "").startswith("situate."):
@@ -82,7 +83,7 @@ def bind_document(task_id=None, task=None, args=None, **_) -> None:
 
 
 @task_postrun.connect
-def unbind_document(task_id=None, **_) -> None:
+def unbind_document(task_id: str | None = None, **_: Any) -> None:
     token = _bound.pop(task_id, None)
     if token is not None:
         try:
@@ -92,7 +93,7 @@ def unbind_document(task_id=None, **_) -> None:
 
 
 @worker_init.connect
-def preload_provider_sdks(**_) -> None:
+def preload_provider_sdks(**_: Any) -> None:
     credentials = get_credentials()
     for name, module in PRELOAD.items():
         if getattr(credentials, name):

@@ -26,6 +26,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 from billiard.exceptions import WorkerLostError
 from celery import bootsteps
@@ -52,21 +53,23 @@ class GuardedRequest(Request):
 
     lease: tuple[str, str] | None = None  # (key, holder) while this delivery holds its unit
 
-    def __init_subclass__(cls, **kwargs):
+    def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         execute, succeeded = cls.__dict__.get("execute_using_pool"), cls.__dict__.get("on_success")
         if execute is not None:
-            cls.execute_using_pool = lambda self, pool, **kw: self._guarded(lambda: execute(self, pool, **kw), pool)
+            def execute_using_pool(self: GuardedRequest, pool: Any, **kw: Any) -> Any:
+                return self._guarded(lambda: execute(self, pool, **kw), pool)
+            cls.execute_using_pool = execute_using_pool  # type: ignore[method-assign]  # wrapping Celery's
         if succeeded is not None:
-            def on_success(self, failed__retval__runtime, **kw):
+            def on_success(self: GuardedRequest, failed__retval__runtime: Any, **kw: Any) -> Any:
                 self._release()
                 return succeeded(self, failed__retval__runtime, **kw)
-            cls.on_success = on_success
+            cls.on_success = on_success  # type: ignore[method-assign]  # wrapping Celery's
 
-    def execute_using_pool(self, pool, **kwargs):
+    def execute_using_pool(self, pool: Any, **kwargs: Any) -> Any:
         return self._guarded(lambda: super(GuardedRequest, self).execute_using_pool(pool, **kwargs), pool)
 
-    def _guarded(self, execute, pool):
+    def _guarded(self, execute: Callable[[], Any], pool: Any) -> Any:
         try:  # received: Kombu holds it as unacknowledged now, the fair gate need not (storage.fairqueue)
             fairqueue.confirm([self.id])
         except guard.TRANSIENT:  # parked again later and sent twice at worst: harmless
@@ -84,7 +87,7 @@ class GuardedRequest(Request):
             return self._finish_without_running(lambda: self._poison(deliveries - 1, retries), pool)
         return execute()
 
-    def _finish_without_running(self, then, pool) -> None:
+    def _finish_without_running(self, then: Callable[[], object], pool: Any) -> None:
         try:
             then()
         finally:
@@ -120,11 +123,11 @@ class GuardedRequest(Request):
                 pass
             self.lease = None
 
-    def on_success(self, failed__retval__runtime, **kwargs):
+    def on_success(self, failed__retval__runtime: Any, **kwargs: Any) -> Any:
         self._release()
         return super().on_success(failed__retval__runtime, **kwargs)
 
-    def on_failure(self, exc_info, send_failed_event=True, return_ok=False):
+    def on_failure(self, exc_info: Any, send_failed_event: bool = True, return_ok: bool = False) -> None:
         exc = exc_info.exception
         exc = getattr(exc, "exc", exc)  # billiard wraps it in ExceptionWithTraceback
         if isinstance(exc, WorkerLostError):
@@ -174,12 +177,12 @@ class Heartbeat(bootsteps.StartStopStep):
 
     requires = {"celery.worker.consumer.tasks:Tasks"}
 
-    def __init__(self, c, **kwargs):
+    def __init__(self, c: Any, **kwargs: Any) -> None:
         super().__init__(c, **kwargs)
-        self.tref = None
+        self.tref: Any = None
 
-    def start(self, c):
-        def beat():
+    def start(self, c: Any) -> None:
+        def beat() -> None:
             heartbeat()
             try:
                 presence.announce(c)
@@ -197,7 +200,7 @@ class Heartbeat(bootsteps.StartStopStep):
             pass
         self.tref = c.timer.call_repeatedly(get_settings().heartbeat_s, beat, priority=10)
 
-    def stop(self, c):
+    def stop(self, c: Any) -> None:
         if self.tref is not None:
             self.tref.cancel()
             self.tref = None

@@ -13,6 +13,8 @@ from __future__ import annotations
 import logging
 import random
 import time
+from collections.abc import Sequence
+from typing import Any, cast
 
 from celery import Task
 from kombu.exceptions import OperationalError
@@ -29,10 +31,11 @@ log = logging.getLogger("situate.tasks")
 # Unreachable Redis, OpenSearch or broker (kombu's OperationalError: a message that could not be
 # sent), a Redis at maxmemory (its writes refused until memory is free), OpenSearch saying "not
 # now": the same work, tried again, will do.
-TRANSIENT = (*REDIS_NOT_NOW, OpenSearchConnectionError, OperationalError, TimeoutError, ConnectionError, WriteNotNow)
+TRANSIENT: tuple[type[BaseException], ...] = (*REDIS_NOT_NOW, OpenSearchConnectionError, OperationalError, TimeoutError,
+                                              ConnectionError, WriteNotNow)
 RECORD_TTL_S = 7 * 24 * 3600
 
-def unit_of(task_name: str, args) -> str | None:
+def unit_of(task_name: str, args: Sequence[Any]) -> str | None:
     """The lease key of the unit of work a stage task holds: its document version and stage
     (a slice of a big document: its first chunk too). None for any other task."""
     if not task_name.startswith("situate.") or len(args) < 3:
@@ -72,7 +75,7 @@ def count_delivery(task_id: str, retries: int) -> int:
     pipe = redis_client().pipeline()
     pipe.incr(key)
     pipe.expire(key, RECORD_TTL_S)
-    return pipe.execute()[0]
+    return int(pipe.execute()[0])
 
 
 def record_death(task_id: str, retries: int, how: str) -> None:
@@ -80,10 +83,10 @@ def record_death(task_id: str, retries: int, how: str) -> None:
 
 
 def last_death(task_id: str, retries: int) -> str | None:
-    return redis_client().get(keys.death(task_id, retries))
+    return cast("str | None", redis_client().get(keys.death(task_id, retries)))
 
 
-def fail_document(task_name: str, args, reason: str) -> None:
+def fail_document(task_name: str, args: Sequence[Any], reason: str) -> None:
     collection, doc_id, version = args[:3]
     log.error("document %s/%s failed: %s", collection, doc_id, reason)
     states.set_state(collection, doc_id, version, states.FAILED, error=reason[:2000])
@@ -98,7 +101,7 @@ class PipelineTask(Task):
     # Counts deliveries, holds the lease, records how a process died: in the worker's parent.
     Request = "workers.pipeline.delivery:GuardedRequest"
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         started = time.monotonic()
         outcome = "failed"
         try:
@@ -109,7 +112,7 @@ class PipelineTask(Task):
             metrics.observe("stage_seconds", time.monotonic() - started, stage=self.name.split(".", 1)[1],
                             outcome=outcome)
 
-    def _run_patiently(self, *args, **kwargs):
+    def _run_patiently(self, *args: Any, **kwargs: Any) -> Any:
         patience = time.monotonic() + get_settings().transient_patience_s
         delay = 1.0
         while True:
@@ -123,7 +126,8 @@ class PipelineTask(Task):
                 time.sleep(delay * (0.75 + random.random() / 2))
                 delay = min(delay * 2, 30.0)
 
-    def on_failure(self, exc, task_id, args, kwargs, einfo):
+    def on_failure(self, exc: BaseException, task_id: str, args: Sequence[Any], kwargs: dict[str, Any],
+                   einfo: Any) -> None:
         if len(args) < 3:
             return
         stage = self.name.split(".", 1)[1]

@@ -10,13 +10,14 @@ from __future__ import annotations
 import os
 import socket
 import time
+from typing import Any
 
 from celery.worker import state as worker_state
 
 from workers.storage import presence
 
 
-def copy_of(requests: set) -> list | None:
+def copy_of(requests: set[Any]) -> list[Any] | None:
     """A copy of one of Celery's live request sets, which the consumer may change while we copy
     it (None if it kept changing)."""
     for _ in range(3):
@@ -27,7 +28,7 @@ def copy_of(requests: set) -> list | None:
     return None
 
 
-def announce(consumer) -> None:
+def announce(consumer: Any) -> None:
     now = time.time()
     doing = []
     for request in copy_of(worker_state.active_requests) or []:

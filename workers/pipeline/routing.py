@@ -21,6 +21,8 @@ from __future__ import annotations
 import hashlib
 import json
 
+from redis import Redis
+
 from workers.settings import get_settings
 
 CHUNK_QUEUE = "chunk"
@@ -66,7 +68,7 @@ def contextualize_priority(chunks: int) -> int:
     return max(0, 9 - max(0, chunks - 1).bit_length())
 
 
-def queue_length(redis, queue: str) -> int:
+def queue_length(redis: Redis, queue: str) -> int:
     """Messages waiting in ``queue``, over all of Kombu's priority sub-lists."""
     pipe = redis.pipeline(transaction=False)
     for name in sublists(queue):
@@ -82,7 +84,7 @@ def sublists(queue: str) -> list[str]:
     return [queue] + [f"{queue}{PRIORITY_SEP}{level}" for level in PRIORITY_STEPS[1:]]
 
 
-def oldest_waiting_s(redis, queue: str, now: float) -> float | None:
+def oldest_waiting_s(redis: Redis, queue: str, now: float) -> float | None:
     """Age of the oldest message waiting in ``queue`` (Kombu pushes on the left and takes from
     the right: the oldest of each sub-list is its last element). None: empty, or only messages
     sent before this header existed."""

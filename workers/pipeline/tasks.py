@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import TYPE_CHECKING, Any, cast
 
 from workers import keys, layout, metrics, models
 from workers.chunking import Chunk, guess_language, is_code, locate, split
@@ -38,10 +39,14 @@ from workers.settings import get_settings
 from workers.storage import catalog, checkpoints, chunk_index, states
 from workers.storage.bodies import body_store
 
+if TYPE_CHECKING:
+    from workers.contextualizers.base import Contextualizer
+    from workers.contextualizers.claude.scheduler import LLMContextualizer
+
 log = logging.getLogger("situate.tasks")
 
 
-def _pending(collection: str, doc_id: str, version: str, until: str) -> dict | None:
+def _pending(collection: str, doc_id: str, version: str, until: str) -> dict[str, Any] | None:
     """The document's state if ``version`` is current and has not reached ``until`` yet, else
     None: superseded, deleted, failed, or this stage (or a later one) already done."""
     doc = states.get(collection, doc_id)
@@ -50,7 +55,7 @@ def _pending(collection: str, doc_id: str, version: str, until: str) -> dict | N
     return doc if states.RANK.get(doc["state"], 99) < states.RANK[until] else None
 
 
-def _load(collection: str, doc_id: str, version: str):
+def _load(collection: str, doc_id: str, version: str) -> tuple[catalog.CollectionConfig, list[Chunk], str, dict[str, Any]]:
     """The collection's config and the document's checkpointed chunks, language, metadata."""
     loaded = checkpoints.load_chunks(collection, doc_id, version)
     if loaded is None:
@@ -101,7 +106,7 @@ def chunk(collection: str, doc_id: str, version: str) -> None:
     states.set_state(collection, doc_id, version, states.CHUNKED, chunks_total=len(chunks), **facts)
 
 
-def _extract(collection: str, doc_id: str, version: str, payload: dict) -> dict:
+def _extract(collection: str, doc_id: str, version: str, payload: dict[str, Any]) -> dict[str, Any]:
     """A file's original bytes -> its text and structure, in the sandbox, under limits. The text
     replaces the original in the body store (later stages and a redelivery read it from there)."""
     original = body_store().get_original(collection, doc_id, version)
@@ -132,7 +137,7 @@ def contextualize(collection: str, doc_id: str, version: str) -> None:
         if doc.batch and config.contextualizer == "anthropic":
             from workers.contextualizers.claude import batches
 
-            batch_id, _ = batches.submit(contextualizer, doc, missing)
+            batch_id, _ = batches.submit(cast("LLMContextualizer", contextualizer), doc, missing)
             states.annotate(collection, doc_id, batch=f"{version}:{batch_id}")  # the reconciler polls it if lost
             poll_batch.apply_async((collection, doc_id, version, batch_id), queue=document_queue(collection, doc_id),
                                    countdown=get_settings().batch_poll_s)
@@ -145,7 +150,7 @@ def contextualize(collection: str, doc_id: str, version: str) -> None:
     _hand_to_index(collection, doc_id, version, len(chunks))
 
 
-def _contextualize(contextualizer, doc: SourceDocument, chunks: list[Chunk]) -> None:
+def _contextualize(contextualizer: Contextualizer, doc: SourceDocument, chunks: list[Chunk]) -> None:
     """Each context checkpointed as it arrives — kept in memory when Redis is away, so that the
     answers still in flight are not lost, nor paid again on the next attempt."""
     try:
@@ -155,7 +160,8 @@ def _contextualize(contextualizer, doc: SourceDocument, chunks: list[Chunk]) -> 
         checkpoints.flush(doc.collection, doc.doc_id, doc.version)
 
 
-def _warm_then_slice(contextualizer, doc: SourceDocument, chunks: list[Chunk], done: dict, size: int) -> None:
+def _warm_then_slice(contextualizer: Contextualizer, doc: SourceDocument, chunks: list[Chunk],
+                     done: dict[int, dict[str, Any]], size: int) -> None:
     """A big document: warm its cache with its first chunk here, then let any idle worker take
     a slice of the rest (the provider's cache is per account, not per process), instead of one
     worker's bound setting the pace of the whole run. The slices are the same whatever is done
@@ -171,7 +177,7 @@ def _warm_then_slice(contextualizer, doc: SourceDocument, chunks: list[Chunk], d
             fair.send(SLICE_TASK, (doc.collection, doc.doc_id, doc.version, numbers), queue=queue, front=True)
 
 
-def _slices(contextualizer, doc: SourceDocument, chunks: list[Chunk], size: int) -> list[list[int]]:
+def _slices(contextualizer: Contextualizer, doc: SourceDocument, chunks: list[Chunk], size: int) -> list[list[int]]:
     """Runs of at most ``2 x size`` chunks; a long document's along its windows (each window
     written once, by the first call of the slice that holds it), else of ``size``."""
     windowed = getattr(contextualizer, "long_document_plan", lambda _doc: None)(doc)
@@ -228,7 +234,8 @@ def _still_warm(collection: str, doc_id: str, version: str) -> bool:
     return bool(redis_client().exists(_warm_key(collection, doc_id, version)))
 
 
-def _source(collection, doc_id, version, chunks, language, metadata) -> SourceDocument:
+def _source(collection: str, doc_id: str, version: str, chunks: list[Chunk], language: str,
+            metadata: dict[str, Any]) -> SourceDocument:
     payload = body_store().get(collection, doc_id, version)
     if payload is None:
         raise BadDocument("document body is gone from the body store; submit the document again")
@@ -247,14 +254,14 @@ def poll_batch(collection: str, doc_id: str, version: str, batch_id: str) -> Non
     contextualizer = registry.for_collection(config)
     doc = _source(collection, doc_id, version, chunks, language, metadata)
     queue = document_queue(collection, doc_id)
-    if not batches.collect(contextualizer, doc, batch_id):
+    if not batches.collect(cast("LLMContextualizer", contextualizer), doc, batch_id):
         poll_batch.apply_async((collection, doc_id, version, batch_id), queue=queue,
                                countdown=get_settings().batch_poll_s)
         return
     done = checkpoints.load_contexts(collection, doc_id, version)
     missing = [c for c in chunks if c.n not in done]
     if missing:  # the seed has ended: now the rest, reading the seed's cache entry
-        next_id, _ = batches.submit(contextualizer, doc, missing)
+        next_id, _ = batches.submit(cast("LLMContextualizer", contextualizer), doc, missing)
         states.annotate(collection, doc_id, batch=f"{version}:{next_id}")
         poll_batch.apply_async((collection, doc_id, version, next_id), queue=queue,
                                countdown=get_settings().batch_poll_s)

@@ -16,7 +16,7 @@ Two backends behind one small interface: Redis (default; the broker is already t
 from __future__ import annotations
 
 import json
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 from urllib.parse import urlparse
 
 from workers import keys
@@ -48,26 +48,26 @@ class RedisBodyStore:
     def _original_key(self, collection: str, doc_id: str, version: str) -> str:
         return keys.original(_name(collection, doc_id, version))
 
-    def put(self, collection, doc_id, version, payload):
+    def put(self, collection: str, doc_id: str, version: str, payload: dict[str, Any]) -> None:
         redis_bytes_client().set(self._key(collection, doc_id, version), json.dumps(payload).encode(), ex=BODY_TTL_S)
 
-    def get(self, collection, doc_id, version):
+    def get(self, collection: str, doc_id: str, version: str) -> dict[str, Any] | None:
         raw = redis_bytes_client().get(self._key(collection, doc_id, version))
         return None if raw is None else json.loads(raw)
 
-    def put_original(self, collection, doc_id, version, data):
+    def put_original(self, collection: str, doc_id: str, version: str, data: bytes) -> None:
         redis_bytes_client().set(self._original_key(collection, doc_id, version), data, ex=BODY_TTL_S)
 
-    def get_original(self, collection, doc_id, version):
-        return redis_bytes_client().get(self._original_key(collection, doc_id, version))
+    def get_original(self, collection: str, doc_id: str, version: str) -> bytes | None:
+        return cast("bytes | None", redis_bytes_client().get(self._original_key(collection, doc_id, version)))
 
-    def delete_original(self, collection, doc_id, version):
+    def delete_original(self, collection: str, doc_id: str, version: str) -> None:
         redis_bytes_client().delete(self._original_key(collection, doc_id, version))
 
-    def delete(self, collection, doc_id, version):
+    def delete(self, collection: str, doc_id: str, version: str) -> None:
         redis_bytes_client().delete(self._key(collection, doc_id, version), self._original_key(collection, doc_id, version))
 
-    def forget_collection(self, collection):
+    def forget_collection(self, collection: str) -> None:
         r = redis_bytes_client()
         for pattern in (keys.body(f"{collection}/*"), keys.original(f"{collection}/*")):
             for key in r.scan_iter(pattern, count=1000):
@@ -86,42 +86,42 @@ class S3BodyStore:
         self.prefix = parsed.path.strip("/")
         self.s3 = boto3.client("s3")
 
-    def _key(self, collection, doc_id, version, suffix: str = ".json"):
+    def _key(self, collection: str, doc_id: str, version: str, suffix: str = ".json") -> str:
         from hashlib import sha256
 
         # doc_ids may hold characters S3 keys dislike: hash them, the payload keeps the id.
         name = f"{collection}/{version}/{sha256(doc_id.encode()).hexdigest()}{suffix}"
         return f"{self.prefix}/{name}" if self.prefix else name
 
-    def put_original(self, collection, doc_id, version, data):
+    def put_original(self, collection: str, doc_id: str, version: str, data: bytes) -> None:
         self.s3.put_object(Bucket=self.bucket, Key=self._key(collection, doc_id, version, ".original"), Body=data)
 
-    def get_original(self, collection, doc_id, version):
+    def get_original(self, collection: str, doc_id: str, version: str) -> bytes | None:
         try:
             obj = self.s3.get_object(Bucket=self.bucket, Key=self._key(collection, doc_id, version, ".original"))
         except self.s3.exceptions.NoSuchKey:
             return None
         return obj["Body"].read()
 
-    def delete_original(self, collection, doc_id, version):
+    def delete_original(self, collection: str, doc_id: str, version: str) -> None:
         self.s3.delete_object(Bucket=self.bucket, Key=self._key(collection, doc_id, version, ".original"))
 
-    def put(self, collection, doc_id, version, payload):
+    def put(self, collection: str, doc_id: str, version: str, payload: dict[str, Any]) -> None:
         self.s3.put_object(Bucket=self.bucket, Key=self._key(collection, doc_id, version),
                            Body=json.dumps(payload).encode(), ContentType="application/json")
 
-    def get(self, collection, doc_id, version):
+    def get(self, collection: str, doc_id: str, version: str) -> dict[str, Any] | None:
         try:
             obj = self.s3.get_object(Bucket=self.bucket, Key=self._key(collection, doc_id, version))
         except self.s3.exceptions.NoSuchKey:
             return None
         return json.loads(obj["Body"].read())
 
-    def delete(self, collection, doc_id, version):
+    def delete(self, collection: str, doc_id: str, version: str) -> None:
         self.s3.delete_object(Bucket=self.bucket, Key=self._key(collection, doc_id, version))
         self.delete_original(collection, doc_id, version)
 
-    def forget_collection(self, collection):
+    def forget_collection(self, collection: str) -> None:
         prefix = f"{self.prefix}/{collection}/" if self.prefix else f"{collection}/"
         for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
             objects = [{"Key": o["Key"]} for o in page.get("Contents", [])]

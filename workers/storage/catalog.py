@@ -182,4 +182,5 @@ def code_fraction(name: str) -> float | None:
 
 
 def describe(config: CollectionConfig) -> dict[str, Any]:
-    return json.loads(config.model_dump_json())
+    settings: dict[str, Any] = json.loads(config.model_dump_json())
+    return settings

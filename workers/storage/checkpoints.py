@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import Any
+from typing import Any, cast
 
 from workers import keys
 from workers.chunking import Chunk
@@ -51,7 +51,7 @@ _unsaved_lock = threading.Lock()
 
 def _write(key: str, fields: dict[str, str]) -> None:
     pipe = redis_client().pipeline()
-    pipe.hset(key, mapping=fields)
+    pipe.hset(key, mapping=cast(Any, fields))  # redis-py types its keys as a union: a dict[str, str] is one
     pipe.expire(key, TTL_S)
     pipe.execute()
 

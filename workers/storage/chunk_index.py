@@ -269,7 +269,7 @@ def _delete_seen(config: CollectionConfig, seen: list[tuple[str, int, int]]) -> 
     return len(seen)
 
 
-def _delete_ids(config: CollectionConfig, ids) -> int:
+def _delete_ids(config: CollectionConfig, ids: list[str]) -> int:
     ids = list(ids)
     if ids:
         _, errors = helpers.bulk(opensearch_client(), ({"_op_type": "delete", "_index": config.index_name, "_id": i}
@@ -292,7 +292,7 @@ def delete_older(config: CollectionConfig, doc_id: str, seq: int, refresh_first:
 
 def delete_version(config: CollectionConfig, doc_id: str, version: str, numbers: list[int]) -> int:
     """Remove chunks just written for a version that lost its race (superseded or deleted)."""
-    return _delete_ids(config, (chunk_id(config.name, doc_id, version, n) for n in numbers))
+    return _delete_ids(config, [chunk_id(config.name, doc_id, version, n) for n in numbers])
 
 
 def delete_document(config: CollectionConfig, doc_id: str, up_to_seq: int | None = None) -> int:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import Any, cast
 
 from workers import keys
 from workers.connections import redis_client
@@ -93,7 +93,7 @@ def parked(queues: list[str], now: float | None = None) -> dict[str, dict[str, A
     r, now = redis_client(), now or time.time()
     out = {}
     for queue in queues:
-        collections = r.lrange(_ring(queue), 0, -1)
+        collections = cast("list[str]", r.lrange(_ring(queue), 0, -1))
         pipe = r.pipeline(transaction=False)
         for c in collections:
             pipe.llen(_line(queue, c))

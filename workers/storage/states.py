@@ -22,7 +22,9 @@ The rules, enforced in the scripts, not by callers:
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, cast
+
+from redis.lock import Lock
 
 from workers import keys
 from workers.connections import redis_client
@@ -48,7 +50,7 @@ def member(collection: str, doc_id: str) -> str:
     return f"{collection}{SEPARATOR}{doc_id}"
 
 
-def _run(name: str, collection: str, doc_id: str, args: list[Any], seq_key: bool = False):
+def _run(name: str, collection: str, doc_id: str, args: list[Any], seq_key: bool = False) -> Any:
     """Run the state script ``lua/state_<script>.lua`` on a document: KEYS its hash, the
     collection's counts and documents (and its seq counter), then the in-flight index; ARGV the
     document id, ``args``, then its in-flight member and the time (``state_moves.lua``)."""
@@ -98,7 +100,7 @@ def retry(collection: str, doc_id: str, version: str, seq: int) -> tuple[bool, i
 LOCK_TIMEOUT_S = 60
 
 
-def document_lock(collection: str, doc_id: str):
+def document_lock(collection: str, doc_id: str) -> Lock:
     """One producer at a time on a document's multi-step changes (submit: body then state;
     delete: state, chunks, body). The body's key is the content's version, so without it a
     delete racing a re-submission of the same content deletes the new body. A holder that dies
@@ -108,7 +110,7 @@ def document_lock(collection: str, doc_id: str):
 
 
 def get(collection: str, doc_id: str) -> dict[str, Any] | None:
-    raw = redis_client().hgetall(_doc_key(collection, doc_id))
+    raw = cast("dict[str, str]", redis_client().hgetall(_doc_key(collection, doc_id)))
     if not raw:
         return None
     out: dict[str, Any] = {"doc_id": doc_id, **raw}
@@ -143,7 +145,7 @@ def fields_of(collection: str, doc_ids: list[str], *names: str) -> list[tuple[st
 
 
 def counts(collection: str) -> dict[str, int]:
-    raw = redis_client().hgetall(keys.counts(collection))
+    raw = cast("dict[str, str]", redis_client().hgetall(keys.counts(collection)))
     return {k: int(v) for k, v in raw.items() if int(v)}
 
 
@@ -175,7 +177,8 @@ def touch(members: list[str]) -> None:
 def stalled(before: float, limit: int) -> list[tuple[str, str, float]]:
     """The in-flight documents that last moved before ``before``, oldest first, at most
     ``limit``: (collection, doc id, when). O(log N + limit) at any number of documents."""
-    rows = redis_client().zrangebyscore(MOVING, "-inf", before, start=0, num=limit, withscores=True)
+    rows = cast("list[tuple[str, float]]",
+                redis_client().zrangebyscore(MOVING, "-inf", before, start=0, num=limit, withscores=True))
     out = []
     for m, at in rows:
         collection, _, doc_id = m.partition(SEPARATOR)

@@ -39,7 +39,7 @@ def create(collection: str, scope: str, name: str = "", generation: str = "") ->
     record = {"id": key[:12], "collection": collection, "scope": scope, "name": name, "created": time.time(),
               "generation": generation}
     redis_client().hset(KEY, key, json.dumps(record))
-    return token, record["id"]
+    return token, key[:12]
 
 
 def find(token_digest: str) -> dict[str, Any] | None:

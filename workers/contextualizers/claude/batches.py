@@ -49,7 +49,8 @@ def submit(ctx: LLMContextualizer, doc: SourceDocument, chunks: list[Chunk]) -> 
     cacheable = ctx._prompt(doc, chunks[0], long_doc).cache
     step = "seed" if cacheable and len(chunks) > 1 else "all"
     todo = chunks[:1] if step == "seed" else chunks
-    batch = provider.client.messages.batches.create(requests=_requests(ctx, doc, todo, long_doc))
+    requests: Any = _requests(ctx, doc, todo, long_doc)  # plain dicts, as the SDK's TypedDicts describe
+    batch = provider.client.messages.batches.create(requests=requests)
     log.info(json.dumps({"event": "batch_submitted", "collection": doc.collection, "doc_id": doc.doc_id,
                          "batch": batch.id, "step": step, "requests": len(todo)}))
     return batch.id, step

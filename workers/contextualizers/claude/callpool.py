@@ -25,14 +25,14 @@ class CallPool:
     FIRST, REST = 0, 1
 
     def __init__(self, size: int):
-        self._queue: queue.PriorityQueue = queue.PriorityQueue()
+        self._queue: queue.PriorityQueue[Any] = queue.PriorityQueue()
         self._order = itertools.count()  # ties: in order of submission (never compares futures)
         for i in range(size):
             threading.Thread(target=self._serve, name=f"llm-{i}", daemon=True).start()
 
-    def submit(self, priority: int, fn: Callable[..., Any], *args: Any) -> Future:
+    def submit(self, priority: int, fn: Callable[..., Any], *args: Any) -> Future[Any]:
         """Runs ``fn(*args)`` in the caller's context (its log fields: which document)."""
-        future: Future = Future()
+        future: Future[Any] = Future()
         context = contextvars.copy_context()
         self._queue.put((priority, next(self._order), future, lambda: context.run(fn, *args), ()))
         return future

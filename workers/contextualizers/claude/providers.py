@@ -17,7 +17,7 @@ from typing import Any, Protocol
 try:  # the SDK's HTTP library: anthropic 2.x is on httpx2 (a fork of httpx), 0.x on httpx
     from httpx2 import TransportError
 except ImportError:  # pragma: no cover - older SDKs
-    from httpx import TransportError
+    from httpx import TransportError  # type: ignore[assignment]  # the same class, from the other library
 
 from workers import models
 from workers.errors import LLMError, ProviderFault
@@ -89,19 +89,22 @@ class AnthropicProvider:
 
     def call(self, prompt: Prompt, max_tokens: int, on_started: Callable[[dict[str, int]], None] | None) -> Answer:
         a = self.anthropic
-        content = self.content(prompt)
-        text, stop, u_in, u_write, u_read, u_out = [], None, 0, 0, 0, 0
+        # Our blocks are plain dicts; the SDK's TypedDicts would only restate them.
+        messages: Any = [{"role": "user", "content": self.content(prompt)}]
+        text: list[str] = []
+        stop: str | None = None
+        u_in = u_write = u_read = u_out = 0
         try:
             if on_started is None:  # only a warm-up call needs to know when its response starts
-                m = self.client.messages.create(model=self.model, max_tokens=max_tokens,
-                                                messages=[{"role": "user", "content": content}], **self.extras)
+                m = self.client.messages.create(model=self.model, max_tokens=max_tokens, messages=messages,
+                                                **self.extras)
                 u = m.usage
                 return Answer("".join(b.text for b in m.content if b.type == "text"), m.stop_reason,
                               u.input_tokens or 0, u.cache_creation_input_tokens or 0,
                               u.cache_read_input_tokens or 0, u.output_tokens or 0)
-            stream = self.client.messages.create(model=self.model, max_tokens=max_tokens,
-                                                 messages=[{"role": "user", "content": content}], stream=True,
-                                                 **self.extras)
+            stream = self.client.messages.create(model=self.model, max_tokens=max_tokens, messages=messages,
+                                                 stream=True, **self.extras)
+            event: Any  # a union of seven event types, told apart by ``type``
             for event in stream:
                 if event.type == "message_start":
                     u = event.message.usage
@@ -182,7 +185,7 @@ class BedrockProvider:
                       u.get("cacheReadInputTokens", 0), u.get("outputTokens", 0))
 
 
-def _retry_after(response) -> float | None:
+def _retry_after(response: Any) -> float | None:
     try:
         value = response.headers.get("retry-after") if response is not None else None
         return float(value) if value else None

@@ -124,7 +124,8 @@ class LLMContextualizer:
             # a streamed call: its time to first token (bound now: the loop moves on after the call)
             def started(counters: dict[str, int], t0: float = t0, first_token: list[float] = first_token) -> None:
                 first_token.append(time.monotonic() - t0)
-                on_started(counters)
+                if on_started is not None:
+                    on_started(counters)
 
             try:
                 answer = self.provider.call(prompt, s.llm_max_output_tokens, started if on_started else None)
@@ -188,10 +189,10 @@ class LLMContextualizer:
 
         calls: list[dict[str, Any]] = []
         by_group: dict[str, list[dict[str, Any]]] = {}
-        pending: dict[Future, Chunk] = {}
-        warming: dict[Future, list[tuple[Chunk, Prompt]]] = {}  # a window's first call -> the rest of it
+        pending: dict[Future[Any], Chunk] = {}
+        warming: dict[Future[Any], list[tuple[Chunk, Prompt]]] = {}  # a window's first call -> the rest of it
 
-        def submit(chunk: Chunk, prompt: Prompt, expect_read: bool, warm_up: bool = False) -> Future:
+        def submit(chunk: Chunk, prompt: Prompt, expect_read: bool, warm_up: bool = False) -> Future[Any]:
             first = not pending and not calls and not doc.warm  # this document's first call
             future = pool.submit(CallPool.FIRST if first else CallPool.REST, self._call, doc, run, chunk,
                                  prompt, expect_read, on_started if warm_up else None)
@@ -209,8 +210,9 @@ class LLMContextualizer:
                 warm_up = next(iter(pending))
                 while not started.wait(0.05) and not warm_up.done():
                     pass
-                if warm_up.done() and warm_up.exception():
-                    raise warm_up.exception()
+                failure = warm_up.exception() if warm_up.done() else None
+                if failure is not None:
+                    raise failure
                 ready = list(members[1:])
                 cold = [g for key, g in groups.items() if key != first_key]
             else:

@@ -17,7 +17,7 @@ import json
 import logging
 import threading
 import time
-from typing import Any
+from typing import Any, cast
 
 from workers import keys, metrics
 from workers.connections import REDIS_NOT_NOW, redis_client
@@ -138,7 +138,7 @@ def totals(collection: str | None = None, run: str | None = None) -> dict[str, A
 
 
 def runs(collection: str, last: int = 10) -> list[str]:
-    return list(reversed(redis_client().zrange(keys.runs(collection), -last, -1)))
+    return list(reversed(cast("list[str]", redis_client().zrange(keys.runs(collection), -last, -1))))
 
 
 def forget_collection(collection: str) -> None:
