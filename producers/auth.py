@@ -31,7 +31,6 @@ from workers.storage import catalog, tokens
 SCOPES = tokens.SCOPES
 
 
-
 @dataclass(frozen=True)
 class Principal:
     id: str          # "admin", "open", or the token's id

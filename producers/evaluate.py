@@ -90,7 +90,6 @@ class EvalResult:
         return out
 
 
-
 def load_queries(path: Path, fmt: str = "cookbook") -> list[LabelledQuery]:
     """``cookbook``: the cookbook's evaluation_set.jsonl; ``jsonl``: one
     ``{"query": ..., "gold": [{"doc_id": ..., "chunk": n} | {"doc_id": ..., "text": ...} |

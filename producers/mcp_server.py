@@ -176,6 +176,7 @@ class SituateMCP(MCPServer):
                          "indexed. Start with list_collections if you do not know which one to search.")
         self.caller = caller
 
+    # the SDK's own (private) hook, overridden as it is declared there
     async def _handle_list_tools(self, ctx, params):  # type: ignore[no-untyped-def]
         result = await super()._handle_list_tools(ctx, params)
         try:

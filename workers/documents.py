@@ -18,8 +18,6 @@ from workers.errors import BadDocument
 DOC_ID_MAX = 512
 
 
-
-
 class ChunkInput(BaseModel):
     """A chunk supplied by the producer (pre-chunked input is kept exactly as given)."""
 

@@ -10,7 +10,7 @@ import uuid
 import pytest
 from harness import OpenSearchNodes, RedisServer, Worker
 
-from tests.support import cookbook_docs, use_services
+from tests.support import cookbook_docs, use_services, wait_until
 
 
 @pytest.fixture(scope="module")
@@ -60,10 +60,7 @@ def test_a_node_killed_mid_ingest_loses_nothing_and_search_keeps_answering(on_cl
                                                   [{"n": c["original_index"], "text": c["content"]} for c in d["chunks"]])
                                       for d in docs])
         searcher.start()
-        deadline = time.monotonic() + 300
-        while states.counts(name).get("indexed", 0) < 10:  # a quarter in: the node goes
-            assert time.monotonic() < deadline, states.counts(name)
-            time.sleep(0.2)
+        wait_until(lambda: states.counts(name).get("indexed", 0) >= 10, 300, "a quarter indexed")  # then the node goes
         killed_at = time.monotonic()
         on_cluster.kill(2)
         final = wait(config, submissions, timeout=600)

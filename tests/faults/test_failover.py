@@ -15,8 +15,8 @@ import pytest
 from harness import RedisServer, free_port, stop
 
 from tests.faults.conftest import audit, documents, expected_of, report, submit, wait_done
-from tests.faults.test_faults import LLM, indexed_count, wait_until
-from tests.support import use_services
+from tests.faults.test_faults import LLM, indexed_count
+from tests.support import use_services, wait_until
 
 MASTER = "situate-failover"
 
@@ -33,10 +33,7 @@ def _sentinel(port: int, *args: str) -> str:
 def failover_redis(tmp_path):
     master, replica = RedisServer(tmp_path / "master"), RedisServer(tmp_path / "replica")
     replica.cli("replicaof", "127.0.0.1", str(master.port))
-    deadline = time.monotonic() + 30
-    while _replication(replica).get("master_link_status") != "up":
-        assert time.monotonic() < deadline, "the replica did not sync"
-        time.sleep(0.2)
+    wait_until(lambda: _replication(replica).get("master_link_status") == "up", 30, "the replica to sync")
     sentinels = []
     for i in range(3):
         port = free_port()
@@ -47,10 +44,8 @@ def failover_redis(tmp_path):
                         f"sentinel failover-timeout {MASTER} 10000\n")
         sentinels.append((subprocess.Popen(["redis-server", str(conf), "--sentinel"], stdout=subprocess.DEVNULL,
                                            start_new_session=True), port))
-    deadline = time.monotonic() + 30
-    while not all("num-other-sentinels\n2" in _sentinel(p, "sentinel", "master", MASTER) for _, p in sentinels):
-        assert time.monotonic() < deadline, "the sentinels did not find each other"
-        time.sleep(0.3)
+    wait_until(lambda: all("num-other-sentinels\n2" in _sentinel(p, "sentinel", "master", MASTER) for _, p in sentinels),
+               30, "the sentinels to find each other", step=0.3)
     url = ";".join(f"sentinel://127.0.0.1:{p}/0" for _, p in sentinels)
     os.environ["SITUATE_REDIS_SENTINEL_MASTER"] = MASTER
     try:
@@ -74,10 +69,7 @@ def test_redis_master_killed_mid_run_the_replica_takes_over(failover_redis, stan
     fault = time.time()
     offsets = _replication(master).get("master_repl_offset"), _replication(replica).get("slave_repl_offset")
     os.kill(master.proc.pid, signal.SIGKILL)
-    deadline = time.monotonic() + 60
-    while _replication(replica).get("role") != "master":
-        assert time.monotonic() < deadline, "the sentinels did not promote the replica"
-        time.sleep(0.2)
+    wait_until(lambda: _replication(replica).get("role") == "master", 60, "the sentinels to promote the replica")
     promoted_s = time.time() - fault
     in_flight = standin.in_flight_during(fault, time.time() + 5)
     took = wait_done(collection_name, [d["id"] for d in docs], timeout=400)

@@ -340,7 +340,6 @@ def test_v1_and_v2_of_the_same_documents_race(standin, fleet, collection_name):
     assert {h.text.split("(")[1].split(")")[0] for h in hits} == {"v2"} and len(hits) == 3
 
 
-
 def test_deliveries_deferred_by_a_held_lease_do_not_use_up_the_pool(standin, fleet, collection_name):
     """A delivery that finds its unit held elsewhere is deferred without reaching the pool; it
     must give its pool slot back. Four such deferrals on a worker of two pool processes, then

@@ -186,7 +186,7 @@ def test_langchain_and_llamaindex_retrievers_return_the_apis_top_10(api, collect
         docs = langchain.invoke(query)
         assert [(d.metadata["doc_id"], d.metadata["chunk"]) for d in docs] == expected
         nodes = llamaindex.retrieve(query)
-        assert all(isinstance(n, NodeWithScore) for n in nodes)
+        assert len(nodes) == 10 and all(isinstance(n, NodeWithScore) for n in nodes)
         assert [(n.node.metadata["doc_id"], n.node.metadata["chunk"]) for n in nodes] == expected
 
     # Async, with k and filters passed through.

@@ -49,7 +49,7 @@ def test_submit_batch_state_and_search(worker, api_url, collection_name):
         assert {by_id[d]["state"] for d in ("otters", "kernel", "given")} == {"queued"}
 
         states = client.wait(collection_name, ["otters", "kernel", "given"], timeout=300)
-        assert all(s["state"] == "indexed" for s in states.values()), states
+        assert len(states) == 3 and all(s["state"] == "indexed" for s in states.values()), states
         assert states["given"]["chunks"] == 2
         doc = client.get_document(collection_name, "otters")
         assert doc["chunks"] >= 1 and doc["error"] is None

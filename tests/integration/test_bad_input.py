@@ -4,13 +4,12 @@ never a 5xx, and nothing else is affected — in a batch, the good documents are
 from __future__ import annotations
 
 import json
-import time
 
 import httpx
 import pytest
 from harness import Api
 
-from tests.support import TEST_MODEL, run_cli, write_jsonl
+from tests.support import TEST_MODEL, run_cli, wait_until, write_jsonl
 
 ADMIN = "bad-input-admin-token"
 LIMITS = {"SITUATE_API_TOKEN": ADMIN, "SITUATE_MAX_REQUEST_BYTES": "2000000", "SITUATE_MAX_DOCUMENT_BYTES": "100000"}
@@ -92,14 +91,11 @@ def test_a_batch_of_bad_documents_fails_each_alone_and_indexes_the_good(api, wor
     for (name, (_doc, word)), result in zip(BAD_DOCUMENTS.items(), results[len(good):]):
         assert result["state"] == "failed" and word in (result["error"] or ""), (name, result)
     assert [r["state"] for r in results[:len(good)]] == ["queued"] * len(good)
-    deadline = time.monotonic() + 120
-    while True:
-        states = [httpx.get(f"{api.url}/v1/collections/{collection_name}/documents/{d['id']}", headers=H).json()["state"]
-                  for d in good]
-        if states == ["indexed"] * len(good) or time.monotonic() > deadline:
-            break
-        time.sleep(0.5)
-    assert states == ["indexed"] * len(good)
+    def states_of_good() -> list[str]:
+        return [httpx.get(f"{api.url}/v1/collections/{collection_name}/documents/{d['id']}", headers=H).json()["state"]
+                for d in good]
+
+    wait_until(lambda: states_of_good() == ["indexed"] * len(good), 120, "the good documents", step=0.5)
     httpx.post(f"{api.url}/v1/collections/{collection_name}/refresh", headers=H).raise_for_status()
     search = f"{api.url}/v1/collections/{collection_name}/search"
     assert httpx.post(search, json={"query": "pangolins scales"}, headers=H).json()["hits"][0]["doc_id"] == "injection"
@@ -165,12 +161,11 @@ def test_a_model_that_answers_too_much_or_nothing(api, worker, standin, collecti
             {"id": "mute", "text": "Kelp. SAY-NOTHING", "chunks": ["Kelp.", "SAY-NOTHING"]},
             {"id": "fine", "text": "Urchins are eaten.", "chunks": ["Urchins are eaten."]}]
     assert post_documents(api, collection_name, docs).status_code == 202
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
+    def settled() -> dict[str, dict] | None:
         states = {d["id"]: httpx.get(f"{base}/documents/{d['id']}", headers=H).json() for d in docs}
-        if all(s["state"] in ("indexed", "failed") for s in states.values()):
-            break
-        time.sleep(0.5)
+        return states if all(s["state"] in ("indexed", "failed") for s in states.values()) else None
+
+    states = wait_until(settled, 120, "every document to end", step=0.5)
     assert states["fine"]["state"] == "indexed" and states["huge"]["state"] == "indexed"
     assert states["mute"]["state"] == "failed" and "empty context" in states["mute"]["error"]
     httpx.post(f"{base}/refresh", headers=H).raise_for_status()

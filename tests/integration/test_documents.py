@@ -119,7 +119,7 @@ def test_files_are_uploaded_through_the_api_and_the_client(api, worker, collecti
         deck = make.pptx(tmp_path / "deck.pptx", [("Plan", ["Count the otters of the bay"])])
         assert client.add_file(collection_name, deck)["state"] == "queued"
         final = client.wait(collection_name, ["otterworks.pdf", "handbook/guide.docx", "deck.pptx"], timeout=180)
-        assert all(d["state"] == "indexed" for d in final.values()), final
+        assert len(final) == 3 and all(d["state"] == "indexed" for d in final.values()), final
         hits = client.search(collection_name, "consolidated balance sheets total assets", k=3)
         assert hits[0]["doc_id"] == "otterworks.pdf" and hits[0]["pages"] == [5, 5]
         assert hits[0]["metadata"]["team"] == "finance"

@@ -148,8 +148,6 @@ def test_bedrock_converse_with_a_cache_point(worker, standin, collection_name, t
     assert t["cache_read_tokens"] == s["cache_read_tokens"] and t["calls"] == 6
 
 
-
-
 def test_stats_command_and_no_secret_in_logs(worker, standin, collection_name, tmp_path):
     standin.configure()
     result = ingest(collection_name, write_jsonl(tmp_path / "d.jsonl", [chunked_doc("s", 3, words=BIG)]))

@@ -26,7 +26,7 @@ DOCS = [
 
 def _ingest(collection: str, docs=DOCS, **settings) -> None:
     final = ingest(collection, docs, **settings)
-    assert all(d["state"] == "indexed" for d in final.values()), final
+    assert len(final) == len(docs) and all(d["state"] == "indexed" for d in final.values()), final
 
 
 def _search(collection: str, query: str, k: int = 4, **options) -> list:

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from harness import Api, Worker, free_port
 
-from tests.support import run_cli, running_api
+from tests.support import run_cli, running_api, wait_until
 
 ADMIN = "admin-token-9c1e-very-secret"
 
@@ -76,10 +76,8 @@ def test_scoped_tokens_do_what_their_scope_allows_and_no_more(api, worker, colle
     assert httpx.put(f"{api.url}/v1/collections/{other}", json={}, headers=bearer(tokens["admin"])).status_code == 403
     r = httpx.post(f"{base}/documents", json=doc, headers=bearer(tokens["write"]))
     assert r.status_code == 202 and r.json()["documents"][0]["state"] == "queued"
-    deadline = time.monotonic() + 60
-    while httpx.get(f"{base}/documents/a", headers=bearer(tokens["read"])).json()["state"] != "indexed":
-        assert time.monotonic() < deadline
-        time.sleep(0.3)
+    wait_until(lambda: httpx.get(f"{base}/documents/a", headers=bearer(tokens["read"])).json()["state"] == "indexed",
+               60, "document a", step=0.3)
     httpx.post(f"{base}/refresh", headers=bearer(tokens["write"])).raise_for_status()
     hits = httpx.post(f"{base}/search", json={"query": "otters"}, headers=bearer(tokens["read"])).json()["hits"]
     assert hits[0]["doc_id"] == "a"

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 import uuid
 
 import pytest
 from harness import RedisServer, Worker, free_port, stop
 
-from tests.support import run_cli, write_jsonl
+from tests.support import run_cli, wait_until, write_jsonl
 
 
 @pytest.fixture(scope="module")
@@ -24,11 +23,9 @@ def sentinel(tmp_path_factory):
                     f"sentinel monitor situate-main 127.0.0.1 {master_port} 1\n"
                     "sentinel down-after-milliseconds situate-main 5000\n")
     watcher = subprocess.Popen(["redis-server", str(conf), "--sentinel"], stdout=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while subprocess.run(["redis-cli", "-p", str(sentinel_port), "sentinel", "get-master-addr-by-name",
-                          "situate-main"], capture_output=True, text=True).stdout.split() != ["127.0.0.1", str(master_port)]:
-        assert time.monotonic() < deadline, "the sentinel did not name the master"
-        time.sleep(0.2)
+    wait_until(lambda: subprocess.run(["redis-cli", "-p", str(sentinel_port), "sentinel", "get-master-addr-by-name",
+                                       "situate-main"], capture_output=True, text=True).stdout.split()
+               == ["127.0.0.1", str(master_port)], 30, "the sentinel to name the master")
     yield {"SITUATE_REDIS_URL": f"sentinel://127.0.0.1:{sentinel_port}/0",
            "SITUATE_REDIS_SENTINEL_MASTER": "situate-main"}, master_port
     stop(watcher)

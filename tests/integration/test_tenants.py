@@ -36,7 +36,7 @@ def token(collection: str, scope: str) -> str:
 def sign_in(api, secret: str) -> httpx.Client:
     client = httpx.Client(base_url=api.url, follow_redirects=False)
     r = client.post("/dashboard/login", data={"token": secret})
-    client.signed_in = r.status_code == 303 and "situate_session" in client.cookies  # type: ignore[attr-defined]
+    client.signed_in = r.status_code == 303 and "situate_session" in client.cookies
     return client
 
 

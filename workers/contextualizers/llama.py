@@ -37,7 +37,6 @@ _models: dict[str, Any] = {}
 _lock = threading.Lock()  # one generation at a time per process: the KV cache is per model
 
 
-
 def model_path(config: CollectionConfig) -> Path:
     """The GGUF file, which must lie in ``SITUATE_MODELS_DIR`` (a name is looked up there): a
     caller names a model, never an arbitrary file of the worker's disk."""

@@ -27,7 +27,6 @@ DECLARED = {"application/xhtml+xml": web.MEDIA_TYPE, "text/tab-separated-values"
             **{t: t for t in EXTRACTED}}
 
 
-
 _NOT_DOCUMENTS = [(b"\x89PNG", "a PNG image"), (b"\xff\xd8\xff", "a JPEG image"), (b"GIF8", "a GIF image"),
                   (b"\x1f\x8b", "a gzip archive"), (b"7z\xbc\xaf", "a 7-Zip archive"), (b"Rar!", "a RAR archive"),
                   (b"\x7fELF", "an executable")]

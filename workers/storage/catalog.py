@@ -29,11 +29,6 @@ LANGUAGES = ("english", "french", "german")
 FUSIONS = ("rrf", "weighted")
 
 
-
-
-
-
-
 class CollectionConfig(BaseModel):
     name: str
     contextualizer: str = "keywords"

@@ -178,8 +178,6 @@ def delete_index(config: CollectionConfig) -> None:
     opensearch_client().indices.delete(index=config.index_name, ignore_unavailable=True)
 
 
-
-
 def _source(doc_id: str, version: str, seq: int, row: dict[str, Any], metadata: dict[str, Any]) -> dict[str, Any]:
     source = {"doc_id": doc_id, "chunk": row["n"], "version": version, "seq": seq, "text": row["text"],
               "context": row["context"], "start": row.get("start"), "end": row.get("end"), "metadata": metadata,

@@ -58,7 +58,7 @@ def submit(ctx: LLMContextualizer, doc: SourceDocument, chunks: list[Chunk]) -> 
 
 def collect(ctx: LLMContextualizer, doc: SourceDocument, batch_id: str) -> bool:
     """Checkpoint the results of an ended batch. False while it is still running."""
-    client = ctx.provider.client  # type: ignore[attr-defined]
+    client = ctx.provider.client  # type: ignore[attr-defined]  # batches exist for AnthropicProvider only
     batch = client.messages.batches.retrieve(batch_id)
     if batch.processing_status != "ended":
         return False
