@@ -105,6 +105,11 @@ async def redis_full(request: Request, exc: RedisFull) -> JSONResponse:
                         headers={"Retry-After": "30"})
 
 
+@app.exception_handler(errors.Busy)
+async def busy(request: Request, exc: errors.Busy) -> JSONResponse:
+    return JSONResponse({"detail": str(exc)}, status_code=503, headers={"Retry-After": "2"})
+
+
 @app.exception_handler(Exception)
 async def internal_error(request: Request, exc: Exception) -> JSONResponse:
     error_id = uuid.uuid4().hex[:12]

@@ -52,6 +52,7 @@ class Estimate:
     documents: int = 0
     failing: int = 0  # would fail at chunking (empty, no text)
     chunks: int = 0
+    reused: int = 0  # chunks whose context is reused (a reindex): no call
     document_tokens: int = 0
     long_documents: int = 0  # read as their opening and section windows (contextualizers.windows)
     windows: int = 0
@@ -110,8 +111,41 @@ def _extracted(raw: Any, original: Original) -> Extracted:
         raise BadDocument(str(e)) from None
 
 
+@dataclass
+class Prepared:
+    """A document as the chunk stage cuts it; ``reused``: chunk numbers whose context exists."""
+
+    doc_id: str
+    text: str
+    language: str
+    metadata: dict[str, Any]
+    chunks: list[Chunk]
+    reused: set[int] = field(default_factory=set)
+
+
 def estimate(config: CollectionConfig, documents: Iterable[Any]) -> Estimate:
     """``documents``: the loaders' RawDocuments (``id``, ``text``, ``metadata``, ``chunks``)."""
+    return estimate_prepared(config, (_prepared(config, raw) for raw in documents))
+
+
+def _prepared(config: CollectionConfig, raw: Any) -> Prepared | None:
+    """What submit would refuse, and what the chunk stage would fail: None."""
+    try:
+        body, given = validate(raw, get_settings().max_document_bytes)
+        if isinstance(body, Original):
+            extracted = _extracted(raw, body)
+            text, chunks, language = extracted.text, layout.chunks_of(extracted, config.chunk_tokens), "text"
+        else:
+            text = body
+            chunks, language = chunks_of(config, text, raw.metadata or {}, given)
+    except BadDocument:
+        return None
+    return Prepared(raw.doc_id, text, language, raw.metadata or {}, chunks) if chunks else None
+
+
+def estimate_prepared(config: CollectionConfig, documents: Iterable[Prepared | None]) -> Estimate:
+    """The bill for documents cut already (None: one that would fail); a chunk whose context is
+    reused costs no call (a reindex's estimate)."""
     result = Estimate(config.name, config.contextualizer, config.model)
     llm = config.contextualizer in registry.LLM_PROVIDERS
     planner = spec = None
@@ -126,25 +160,18 @@ def estimate(config: CollectionConfig, documents: Iterable[Any]) -> Estimate:
         result.rest_chars_per_token = measured.get("rest_chars_per_token", spec.chars_per_token)
         result.measured = sorted(measured)
     s = get_settings()
-    for raw in documents:
+    for prepared in documents:
         result.documents += 1
-        try:  # what submit would refuse, and what the chunk stage would fail
-            body, given = validate(raw, s.max_document_bytes)
-            if isinstance(body, Original):
-                extracted = _extracted(raw, body)
-                text, chunks, language = extracted.text, layout.chunks_of(extracted, config.chunk_tokens), "text"
-            else:
-                text = body
-                chunks, language = chunks_of(config, text, raw.metadata or {}, given)
-        except BadDocument:
-            chunks = []
-        if not chunks:
+        if prepared is None:
             result.failing += 1
             continue
+        text, chunks = prepared.text, prepared.chunks
         result.chunks += len(chunks)
+        result.reused += len(prepared.reused)
         if planner is None or spec is None:  # not an LLM: no calls to count
             continue
-        doc = SourceDocument(config.name, raw.doc_id, "estimate", text, language, raw.metadata or {}, chunks)
+        doc = SourceDocument(config.name, prepared.doc_id, "estimate", text, prepared.language, prepared.metadata,
+                             chunks)
         result.document_tokens += models.estimate_tokens(text, spec)
         long_doc = models.estimate_tokens(text, spec) > s.llm_max_document_tokens
         if long_doc:
@@ -152,6 +179,8 @@ def estimate(config: CollectionConfig, documents: Iterable[Any]) -> Estimate:
             result.windows += len(planner.plan(doc).windows)
         written: set[str] = set()  # the cached prefixes (ending at a breakpoint) written so far
         for chunk in chunks:
+            if chunk.n in prepared.reused:
+                continue
             prompt = planner._prompt(doc, chunk, long_doc)
             blocks = [round(len(t) / result.block_chars_per_token) for t, _ in prompt.blocks()]
             block = sum(blocks)
@@ -224,3 +253,36 @@ def _measured(model: str, collection: str) -> dict[str, float]:
         if chars and tokens:
             out[f"{part}_chars_per_token"] = chars / tokens
     return out
+
+
+def estimate_reindex(name: str, **changes: Any) -> Estimate:
+    """``situate reindex --estimate``: the bill of the next generation, nothing run. Each live
+    document is cut from its kept body as the new generation's chunk stage will; a chunk whose
+    context the live index holds (same text, version, contextualizer, model and prompt) is
+    reused, no call."""
+    from workers.contextualizers import reuse, source
+    from workers.pipeline import rebuild
+    from workers.storage import bodies, chunk_index, states
+
+    live, target = rebuild.plan(name, **changes)
+    reusable = reuse.reusable(live, target)
+
+    def documents() -> Iterable[Prepared | None]:
+        for doc_id in states.doc_ids(name, states.INDEXED):
+            payload = bodies.body_store().kept(name, doc_id)
+            if payload is None:  # indexed before bodies were kept: rebuilt from its chunks as they are
+                rows = chunk_index.read(live, doc_id, limit=get_settings().max_chunks_per_document)
+                payload = {"text": "\n\n".join(r["text"] for r in rows), "metadata": rows[0].get("metadata") or {},
+                           "chunks": [{"n": r["chunk"], "text": r["text"]} for r in rows]} if rows else None
+            if payload is None:
+                yield None
+                continue
+            chunks, language, _ = source.chunks_of(target, payload)
+            known = chunk_index.contexts_by_text(live, doc_id, payload.get("version") or "") if reusable else {}
+            if reusable and not payload.get("version"):  # from chunks: the indexed version's
+                doc = states.get(name, doc_id)
+                known = chunk_index.contexts_by_text(live, doc_id, doc["version"]) if doc else {}
+            yield Prepared(doc_id, payload["text"], language, payload.get("metadata") or {}, chunks,
+                           {c.n for c in chunks if c.text in known})
+
+    return estimate_prepared(target.model_copy(update={"name": name}), documents())

@@ -35,7 +35,7 @@ from workers.pipeline import fair
 from workers.pipeline.routing import CHUNK_PRIORITY, CHUNK_QUEUE
 from workers.pipeline.sending import CHUNK_TASK
 from workers.settings import get_settings
-from workers.storage import states
+from workers.storage import catalog, states
 from workers.storage.bodies import body_store
 from workers.storage.catalog import CollectionConfig
 
@@ -130,6 +130,11 @@ def new_run() -> str:
 
 
 def submit_one(config: CollectionConfig, raw: RawDocument, run: str | None = None, batch: bool = False) -> Submission:
+    """Validate, store and queue one document; ``errors.Busy`` for a few seconds while its
+    collection switches to a new generation (``situate reindex``), so that none is lost."""
+    if catalog.is_draining(config.name):
+        raise errors.Busy(f"collection {config.name!r} is switching to its new generation (situate reindex): "
+                          "try again in a few seconds")
     try:
         text, chunks = validate(raw, get_settings().max_document_bytes)
     except BadDocument as e:
@@ -158,6 +163,7 @@ def submit_one(config: CollectionConfig, raw: RawDocument, run: str | None = Non
         queued, _ = states.submit(config.name, raw.doc_id, version, meta, get_settings().stale_after_s)
         if queued:  # else this very version is in flight already: one message, not two
             _send_to_chunk(config.name, raw.doc_id, version)
+        catalog.touched(config.name, raw.doc_id)
     return Submission(raw.doc_id, states.QUEUED, version)
 
 
@@ -238,4 +244,5 @@ def _retry_one(config: CollectionConfig, doc_id: str) -> Retry:
         if not queued:
             return Retry(doc_id, "not failed")
         _send_to_chunk(config.name, doc_id, doc["version"])
+        catalog.touched(config.name, doc_id)
         return Retry(doc_id, "queued", doc.get("error"))

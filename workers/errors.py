@@ -91,6 +91,10 @@ class Denied(PublicError):
         self.status = status
 
 
+class Busy(PublicError, RuntimeError):
+    """Not now, for seconds: the collection is switching to its new generation (a reindex)."""
+
+
 class QueryFileError(PublicError, ValueError):
     """A labelled query file that cannot be read as the format it was named."""
 

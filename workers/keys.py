@@ -72,6 +72,11 @@ def original(name: str) -> str:
     return _key("original", name)
 
 
+def kept(name: str) -> str:
+    """An indexed document's body, compressed, for rebuilding its collection (one per document)."""
+    return _key("kept", name)
+
+
 def chunks(collection: str, version: str, doc_id: str) -> str:
     return _key("chunks", collection, version, doc_id)
 
@@ -100,6 +105,17 @@ def warm(collection: str, version: str, doc_id: str) -> str:
 
 
 RECONCILER = _key("reconciler")  # the lease of the worker running the reconciler
+REBUILDER = _key("rebuilder")  # the lease of the worker advancing reindexes
+
+
+def reindex(collection: str) -> str:
+    """A collection's reindex in progress (or its previous generation, kept for a rollback)."""
+    return _key("reindex", collection)
+
+
+def reindex_touched(collection: str) -> str:
+    """Documents submitted, retried or deleted since a reindex began: to bring across again."""
+    return _key("reindex", collection, "touched")
 
 
 # The bill (contextualizers/claude/usage.py) and the rate limits (…/ratelimit.py)

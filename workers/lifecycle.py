@@ -37,7 +37,7 @@ def ensure(name: str, **requested: Any) -> CollectionConfig:
     existing collection, an explicit value that differs from the stored one is an error that
     names the remedy, never a silent mix.
     """
-    catalog.validate_name(name)
+    _check_user_name(name)
     requested = {k: v for k, v in requested.items() if v is not None}
     unknown = set(requested) - set(SHAPING_FIELDS) - set(SEARCH_FIELDS)
     if unknown:
@@ -55,6 +55,12 @@ def ensure(name: str, **requested: Any) -> CollectionConfig:
     return config
 
 
+def _check_user_name(name: str) -> None:
+    catalog.validate_name(name)
+    if "~" in name:  # "<name>~g<n>": a generation a reindex is building, never made by hand
+        raise errors.BadName(f"invalid collection name {name!r}: '~' names a generation being built")
+
+
 def _refuse_while_dropping(name: str) -> None:
     if catalog.dropping(name) is not None:
         raise Conflict(f"collection {name!r} is being dropped and its drop did not finish (OpenSearch was "
@@ -63,7 +69,7 @@ def _refuse_while_dropping(name: str) -> None:
 
 def planned(name: str, **requested: Any) -> CollectionConfig:
     """The collection as ``ensure`` would return it, stored and created nowhere (an estimate)."""
-    catalog.validate_name(name)
+    _check_user_name(name)
     requested = {k: v for k, v in requested.items() if v is not None}
     existing = catalog.find(name)
     if existing is not None:
@@ -96,18 +102,45 @@ def _new_config(name: str, requested: dict[str, Any]) -> CollectionConfig:
     values = {f: getattr(s, f) for f in SHAPING_FIELDS + SEARCH_FIELDS if hasattr(s, f) and f != "reranker"}
     values.update(requested)
     config = CollectionConfig(name=name, generation=uuid.uuid4().hex[:12], created=round(time.time(), 3), **values)
+    if not config.embedder:  # not named: the local model that reads the collection's language
+        config.embedder = EMBEDDER_FOR_LANGUAGE[config.language]
+    if config.embed_context is None:
+        config.embed_context = registry.is_model_written(config.contextualizer)
+    return _checked(config)
+
+
+def rebuilt(live: CollectionConfig, changes: dict[str, Any]) -> CollectionConfig:
+    """``live`` with ``changes`` (shaping settings), checked as a new collection is: the next
+    generation a reindex builds. A new language brings its embedder, and a new contextualizer
+    its embedding of contexts and default model, unless those are named too."""
+    values = {**live.model_dump(), **changes, "index_generation": live.index_generation + 1}
+    if "language" in changes and "embedder" not in changes and live.embedder == EMBEDDER_FOR_LANGUAGE[live.language]:
+        values["embedder"], values["embed_model"] = EMBEDDER_FOR_LANGUAGE[changes["language"]], ""
+    if "embedder" in changes and "embed_model" not in changes:
+        values["embed_model"] = ""
+    if "contextualizer" in changes:
+        if "embed_context" not in changes:
+            values["embed_context"] = registry.is_model_written(changes["contextualizer"])
+        if "model" not in changes:
+            values["model"] = ""
+    config = CollectionConfig.model_validate(values)
+    if config.vectors not in catalog.VECTORS:
+        raise CollectionError(f"vectors must be one of {catalog.VECTORS}, not {config.vectors!r}")
+    return _checked(config)
+
+
+def _checked(config: CollectionConfig) -> CollectionConfig:
+    """A configuration's settings against the providers and the deployment's allowlists."""
     if config.fusion not in FUSIONS:
         raise CollectionError(f"fusion must be one of {FUSIONS}, not {config.fusion!r}")
     if config.language not in LANGUAGES:
         raise CollectionError(f"language must be one of {LANGUAGES}, not {config.language!r}")
     if config.chunk_overlap >= config.chunk_tokens:
         raise CollectionError("chunk_overlap must be smaller than chunk_tokens")
-    if not config.embedder:  # not named: the local model that reads the collection's language
-        config.embedder = EMBEDDER_FOR_LANGUAGE[config.language]
+    if config.vectors not in catalog.VECTORS:
+        raise CollectionError(f"vectors must be one of {catalog.VECTORS}, not {config.vectors!r}")
     embedders.check(config.embedder, config.embed_model)
     registry.check_name(config.contextualizer)
-    if config.embed_context is None:
-        config.embed_context = registry.is_model_written(config.contextualizer)
     if config.contextualizer in registry.LLM_PROVIDERS:
         if not config.model:
             config.model = models.DEFAULT_MODEL
@@ -178,6 +211,7 @@ def delete(name: str) -> None:
         if config is None:
             raise errors.NoSuchCollection(f"collection {name!r} does not exist")
     tokens.revoke_collection(name)  # before anything else: the tenant is out at once
+    _drop_generations(name)
     chunk_index.delete_index(config)
     fairqueue.forget_collection(name)
     states.forget_collection(name)
@@ -185,6 +219,19 @@ def delete(name: str) -> None:
     bodies.body_store().forget_collection(name)
     usage.forget_collection(name)
     catalog.dropped(name)
+
+
+def _drop_generations(name: str) -> None:
+    """A reindex's parts: the generation being built (a collection of its own) or the previous
+    one kept for a rollback, and the alias over them."""
+    record = catalog.reindex_record(name)
+    if record is None:
+        return
+    if record.get("shadow") and (catalog.find(record["shadow"]) or catalog.dropping(record["shadow"])):
+        delete(record["shadow"])
+    if record.get("previous"):
+        chunk_index.delete_index(CollectionConfig.model_validate(record["previous"]))
+    catalog.clear_reindex(name)
 
 
 def delete_document(name: str, doc_id: str) -> bool:
@@ -205,4 +252,6 @@ def delete_document(name: str, doc_id: str) -> bool:
         if doc and doc.get("version"):
             bodies.body_store().delete(name, doc_id, doc["version"])
             checkpoints.release(name, doc_id, doc["version"])
+        bodies.body_store().forget_kept(name, doc_id)
+    catalog.touched(name, doc_id)
     return doc is not None or removed > 0

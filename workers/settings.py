@@ -101,6 +101,17 @@ class Settings(BaseSettings):
     # Defaults for a new collection's index (see storage.catalog.CollectionConfig).
     index_shards: int = 1
     index_replicas: str = "0-1"
+    vectors: Literal["float", "lucene-sq", "byte"] = "float"
+
+    # Rebuilding a collection (``situate reindex``; workers/pipeline/rebuild.py). Each indexed
+    # document's body is kept, compressed, to rebuild from (false: none; a rebuild then reuses
+    # the indexed chunks as they are). A rebuild keeps at most ``reindex_window`` documents in
+    # flight; switching generations holds new submissions for at most ``reindex_pause_s`` while
+    # the last ones land; the old generation stays for a rollback ``reindex_keep_s``.
+    keep_text: bool = True
+    reindex_window: int = 500
+    reindex_pause_s: float = 60
+    reindex_keep_s: float = 7 * 24 * 3600
 
     embed_batch_size: int = 32
     # ONNX / C threads per process (0: the library's default, every core); ``situate worker``

@@ -17,6 +17,20 @@ if TYPE_CHECKING:
     from producers.submit import RawDocument
 
 
+def _submit_when_free(config: Any, raw: Any, run: str, batch: bool, progress: Any, task: Any) -> Any:
+    """Submit ``raw``, waiting out the seconds a reindex takes to switch generations."""
+    import time
+
+    from producers import submit
+
+    while True:
+        try:
+            return submit.submit_one(config, raw, run, batch)
+        except errors.Busy:
+            progress.update(task, description="waiting: the collection is switching generations")
+            time.sleep(1)
+
+
 def _check_sources(paths: list[str], fmt: str) -> None:
     """Refuse a bad format or a missing source before anything is queued."""
     from producers import loaders, s3
@@ -106,7 +120,7 @@ def ingest(
             while capacity.too_full():  # Redis near its limit: let the workers drain it first
                 progress.update(task, description="waiting for Redis to drain")
                 time.sleep(2)
-            submission = submit.submit_one(config, raw, run, batch)
+            submission = _submit_when_free(config, raw, run, batch, progress, task)
             if submission.state != "failed":
                 s3.remember(collection, raw.doc_id, listing)
             submissions.append(submission)
@@ -161,12 +175,18 @@ def _print_estimate(collection: str, requested: dict[str, Any], documents: Itera
         config = lifecycle.planned(collection, **requested)
     except (CollectionError, ValueError) as error:
         fail(str(error))
-    e = estimate(config, documents)
+    show_estimate(estimate(config, documents), json_output)
+
+
+def show_estimate(e: Any, json_output: bool) -> None:
+    """An ``Estimate`` (producers.estimate) for people, or as JSON."""
     if json_output:
         print(json.dumps(e.to_json()))
         return
-    out.print(f"{collection}: {e.documents:,} documents ({e.failing} would fail), {e.chunks:,} chunks, "
+    out.print(f"{e.collection}: {e.documents:,} documents ({e.failing} would fail), {e.chunks:,} chunks, "
               f"contextualizer {e.contextualizer}" + (f" ({e.model})" if e.model else ""), highlight=False)
+    if e.reused:
+        out.print(f"{e.reused:,} contexts reused from the live generation: no call for them", highlight=False)
     if not e.calls:
         out.print("no LLM call: nothing to pay", highlight=False)
         return

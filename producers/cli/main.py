@@ -11,7 +11,7 @@ import sys
 
 import typer
 
-from producers.cli import documents, observe, processes, retrieval, tokens
+from producers.cli import documents, observe, processes, reindex, retrieval, tokens
 
 cli = typer.Typer(add_completion=False, no_args_is_help=True, help="Contextual Retrieval at production scale.")
 cli.command()(documents.ingest)
@@ -24,6 +24,7 @@ cli.command()(documents.delete)
 cli.command()(documents.failed)
 cli.command()(documents.retry)
 cli.command()(documents.drop)
+cli.command()(reindex.reindex)
 cli.command()(processes.worker)
 cli.command()(processes.api)
 cli.command()(processes.flower)

@@ -17,7 +17,7 @@ from producers.retrieval.fusion import Hit, fuse
 from workers.connections import opensearch_client
 from workers.embedding import registry as embedders
 from workers.settings import get_settings
-from workers.storage import catalog
+from workers.storage import catalog, chunk_index
 from workers.storage.catalog import FUSIONS, CollectionConfig
 
 CANDIDATES = 150
@@ -116,7 +116,7 @@ def bm25_body(query: str, filters: list[dict[str, Any]], size: int, context_weig
             "query": {"bool": {"must": [match], "filter": filters}}}
 
 
-def knn_body(vector: list[float], filters: list[dict[str, Any]], size: int, light: bool = True) -> dict[str, Any]:
+def knn_body(vector: list[float] | list[int], filters: list[dict[str, Any]], size: int, light: bool = True) -> dict[str, Any]:
     knn: dict[str, Any] = {"vector": vector, "k": size}
     if filters:  # Lucene filters during the graph search, so k results survive the filter
         knn["filter"] = {"bool": {"filter": filters}}
@@ -172,7 +172,7 @@ def search(config: CollectionConfig, query: str, k: int = 10, filters: dict[str,
         sides["bm25"] = bm25_body(query, clauses, size, opts.context_weight)
     if opts.mode in ("hybrid", "dense"):
         vector = embedders.get(config.embedder, config.embed_model).embed_query(query)
-        sides["dense"] = knn_body([float(x) for x in vector], clauses, size)
+        sides["dense"] = knn_body(chunk_index.stored_vector(config, vector), clauses, size)
         clock = _lap(timings, "embed", clock)
     lines: list[dict[str, Any]] = []
     for body in sides.values():

@@ -25,7 +25,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("parts", ("workers.embedding", "workers.extraction", "workers.layout")),
     ("storage", ("workers.storage",)),
     ("contextualizers", ("workers.contextualizers", "workers.lifecycle")),
-    ("sending", ("workers.pipeline.routing", "workers.pipeline.sending", "workers.pipeline.fair")),
+    # sending, and what producers may ask of the pipeline by sending (a reindex's start and switch)
+    ("sending", ("workers.pipeline.routing", "workers.pipeline.sending", "workers.pipeline.fair",
+                 "workers.pipeline.rebuild")),
     ("worker", ("workers.pipeline",)),
     ("read path", ("producers.retrieval",)),
     ("producers", ("producers",)),

@@ -20,7 +20,7 @@ from celery import Celery
 from celery.signals import setup_logging, task_postrun, task_prerun, worker_init
 
 from workers import logs
-from workers.pipeline import delivery, fair, sending
+from workers.pipeline import delivery, fair, rebuild, sending
 from workers.pipeline.delivery import Heartbeat
 from workers.settings import get_credentials, get_settings
 
@@ -45,6 +45,7 @@ def make_app() -> Celery:
 
 app = make_app()
 sending.install(app)
+delivery.on_heartbeat.append(rebuild.advance)  # reindexes move on every heartbeat (one worker by lease)
 delivery.on_heartbeat.append(fair.admit)  # the gate is topped up on every heartbeat, and:
 
 

@@ -20,17 +20,16 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, cast
 
-from workers import keys, layout, metrics, models
-from workers.chunking import Chunk, guess_language, is_code, locate, split
+from workers import keys, metrics, models
+from workers.chunking import Chunk, is_code
 from workers.connections import redis_client
-from workers.contextualizers import registry, structure
+from workers.contextualizers import registry, reuse, source
 from workers.contextualizers.base import SourceDocument, contextualized_text
 from workers.embedding import registry as embedders
 from workers.errors import BadDocument, ExtractionError
 from workers.extraction import detect, sandbox
-from workers.extraction.document import Extracted
 from workers.extraction.limits import Limits
-from workers.pipeline import fair, reconcile  # noqa: F401 - reconcile: a heartbeat duty of every worker
+from workers.pipeline import fair, rebuild, reconcile  # noqa: F401 - reconcile: a heartbeat duty of every worker
 from workers.pipeline.app import app
 from workers.pipeline.guard import PipelineTask
 from workers.pipeline.routing import INDEX_QUEUE, contextualize_priority, document_queue
@@ -78,21 +77,8 @@ def chunk(collection: str, doc_id: str, version: str) -> None:
             raise BadDocument("document body is gone from the body store (expired before a worker took it)")
         if payload.get("text") is None and payload.get("original"):
             payload = _extract(collection, doc_id, version, payload)
-        text, metadata = payload["text"], payload.get("metadata") or {}
-        if payload.get("extracted") is not None:
-            extracted = Extracted.from_json({**payload["extracted"], "text": text})
-            language = "markdown" if extracted.headings and extracted.media_type != "application/pdf" else "text"
-            chunks = layout.chunks_of(extracted, config.chunk_tokens)
-            facts = {"media_type": extracted.media_type, "title": extracted.title,
-                     "pages": extracted.pages_total or "", "pages_without_text": extracted.pages_without_text}
-        else:
-            language = guess_language(text, metadata)
-            if payload.get("chunks") is not None:
-                chunks = locate(text, [(c["n"], c["text"]) for c in payload["chunks"]])
-            else:
-                chunks = split(text, language, config.chunk_tokens, config.chunk_overlap)
-            if not is_code(language):  # Markdown headings, in .md files or in text given as such
-                chunks = layout.with_sections(chunks, structure.markdown_paths(text, chunks))
+        metadata = payload.get("metadata") or {}
+        chunks, language, facts = source.chunks_of(config, payload)
         if not chunks:
             raise BadDocument("chunking produced no chunk (no text content)")
         limit = get_settings().max_chunks_per_document
@@ -130,6 +116,8 @@ def contextualize(collection: str, doc_id: str, version: str) -> None:
         return
     config, chunks, language, metadata = _load(collection, doc_id, version)
     done = checkpoints.load_contexts(collection, doc_id, version)
+    if config.rebuilds and _reused(config, doc_id, version, chunks, set(done)):  # a rebuild: paid for already?
+        done = checkpoints.load_contexts(collection, doc_id, version)
     missing = [c for c in chunks if c.n not in done]
     if missing:
         doc = _source(collection, doc_id, version, chunks, language, metadata)
@@ -148,6 +136,17 @@ def contextualize(collection: str, doc_id: str, version: str) -> None:
             return
         _contextualize(contextualizer, doc, missing)
     _hand_to_index(collection, doc_id, version, len(chunks))
+
+
+def _reused(config: catalog.CollectionConfig, doc_id: str, version: str, chunks: list[Chunk], done: set[int]) -> int:
+    """Contexts the live generation holds for these very chunks, checkpointed for this one."""
+    live = catalog.find(config.rebuilds)
+    if live is None:
+        return 0
+    count = reuse.fill(live, config, doc_id, version, chunks, done)
+    if count:
+        metrics.count("contexts_reused", count, collection=config.rebuilds)
+    return count
 
 
 def _contextualize(contextualizer: Contextualizer, doc: SourceDocument, chunks: list[Chunk]) -> None:
@@ -308,12 +307,25 @@ def index(collection: str, doc_id: str, version: str) -> None:
     # The previous version was indexed moments ago: make sure the search below sees it.
     recent = time.time() - float(doc.get("indexed_at") or 0) < 5
     removed = chunk_index.delete_older(config, doc_id, doc["seq"], refresh_first=recent)
+    _keep_body(config, doc_id, version)
     body_store().delete(collection, doc_id, version)
     checkpoints.release(collection, doc_id, version)
     with metrics.batch() as m:  # throughput over time, for /metrics and the dashboard
         m.count("documents_indexed", 1, collection=collection)
         m.count("chunks_indexed", len(rows), collection=collection)
     log.info("indexed %s/%s v%s: %d chunks, %d older removed", collection, doc_id, version, len(rows), removed)
+    if config.rebuilds:  # a reindex's document landed: the reindex may be ready to move on now
+        rebuild.advance()
+
+
+def _keep_body(config: catalog.CollectionConfig, doc_id: str, version: str) -> None:
+    """The indexed version's body, compressed, for a rebuild of the collection without its
+    source (``situate reindex``). A generation being built reads from there already."""
+    if config.rebuilds or not get_settings().keep_text:
+        return
+    payload = body_store().get(config.name, doc_id, version)
+    if payload is not None:
+        body_store().keep(config.name, doc_id, {**payload, "version": version, "run": None, "batch": False})
 
 
 # Messages queued by 0.1 carry the old task names: the same code answers to them, so a backlog

@@ -9,6 +9,12 @@ A file to be extracted in a worker (a PDF, an Office file, HTML) is stored as it
 beside the payload (``put_original``): raw, not base64 in JSON. The chunk stage extracts it,
 writes the extracted text into the payload and drops the original.
 
+Once indexed, the body of a document's indexed version is *kept*, compressed (``keep``): what a
+rebuild of the collection (``situate reindex``: another embedder, chunk size or model) starts
+from, without the source. zlib at level 6 takes prose to about a third, and the cost is per
+document, not per version: a new version's body replaces the last one's. Setting
+``SITUATE_KEEP_TEXT=false`` keeps nothing; a rebuild then reuses the indexed chunks as they are.
+
 Two backends behind one small interface: Redis (default; the broker is already there) and S3
 (``SITUATE_BODY_STORE=s3://bucket/prefix``) for corpora too big to sit in Redis memory.
 """
@@ -16,6 +22,7 @@ Two backends behind one small interface: Redis (default; the broker is already t
 from __future__ import annotations
 
 import json
+import zlib
 from typing import Any, Protocol, cast
 from urllib.parse import urlparse
 
@@ -35,6 +42,18 @@ class BodyStore(Protocol):
     def delete_original(self, collection: str, doc_id: str, version: str) -> None: ...
     def delete(self, collection: str, doc_id: str, version: str) -> None: ...
     def forget_collection(self, collection: str) -> None: ...
+    def keep(self, collection: str, doc_id: str, payload: dict[str, Any]) -> None: ...
+    def kept(self, collection: str, doc_id: str) -> dict[str, Any] | None: ...
+    def forget_kept(self, collection: str, doc_id: str) -> None: ...
+
+
+def pack(payload: dict[str, Any]) -> bytes:
+    return zlib.compress(json.dumps(payload).encode(), 6)
+
+
+def unpack(data: bytes) -> dict[str, Any]:
+    unpacked: dict[str, Any] = json.loads(zlib.decompress(data))
+    return unpacked
 
 
 def _name(collection: str, doc_id: str, version: str) -> str:
@@ -67,9 +86,19 @@ class RedisBodyStore:
     def delete(self, collection: str, doc_id: str, version: str) -> None:
         redis_bytes_client().delete(self._key(collection, doc_id, version), self._original_key(collection, doc_id, version))
 
+    def keep(self, collection: str, doc_id: str, payload: dict[str, Any]) -> None:
+        redis_bytes_client().set(keys.kept(f"{collection}/{doc_id}"), pack(payload))
+
+    def kept(self, collection: str, doc_id: str) -> dict[str, Any] | None:
+        raw = cast("bytes | None", redis_bytes_client().get(keys.kept(f"{collection}/{doc_id}")))
+        return None if raw is None else unpack(raw)
+
+    def forget_kept(self, collection: str, doc_id: str) -> None:
+        redis_bytes_client().delete(keys.kept(f"{collection}/{doc_id}"))
+
     def forget_collection(self, collection: str) -> None:
         r = redis_bytes_client()
-        for pattern in (keys.body(f"{collection}/*"), keys.original(f"{collection}/*")):
+        for pattern in (keys.body(f"{collection}/*"), keys.original(f"{collection}/*"), keys.kept(f"{collection}/*")):
             for key in r.scan_iter(pattern, count=1000):
                 r.delete(key)
 
@@ -120,6 +149,25 @@ class S3BodyStore:
     def delete(self, collection: str, doc_id: str, version: str) -> None:
         self.s3.delete_object(Bucket=self.bucket, Key=self._key(collection, doc_id, version))
         self.delete_original(collection, doc_id, version)
+
+    def _kept_key(self, collection: str, doc_id: str) -> str:
+        from hashlib import sha256
+
+        name = f"{collection}/kept/{sha256(doc_id.encode()).hexdigest()}.json.z"
+        return f"{self.prefix}/{name}" if self.prefix else name
+
+    def keep(self, collection: str, doc_id: str, payload: dict[str, Any]) -> None:
+        self.s3.put_object(Bucket=self.bucket, Key=self._kept_key(collection, doc_id), Body=pack(payload))
+
+    def kept(self, collection: str, doc_id: str) -> dict[str, Any] | None:
+        try:
+            obj = self.s3.get_object(Bucket=self.bucket, Key=self._kept_key(collection, doc_id))
+        except self.s3.exceptions.NoSuchKey:
+            return None
+        return unpack(obj["Body"].read())
+
+    def forget_kept(self, collection: str, doc_id: str) -> None:
+        self.s3.delete_object(Bucket=self.bucket, Key=self._kept_key(collection, doc_id))
 
     def forget_collection(self, collection: str) -> None:
         prefix = f"{self.prefix}/{collection}/" if self.prefix else f"{collection}/"

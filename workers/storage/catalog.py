@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, cast
 
 from pydantic import BaseModel, Field
 
@@ -25,6 +25,9 @@ from workers.connections import redis_client
 from workers.errors import BadName, NoSuchCollection
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+# A collection's next generation while a reindex builds it: "<name>~g<n>", never a user's name.
+SHADOW_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}~g[0-9]{1,6}$")
+VECTORS = ("float", "lucene-sq", "byte")
 LANGUAGES = ("english", "french", "german")
 FUSIONS = ("rrf", "weighted")
 
@@ -65,14 +68,33 @@ class CollectionConfig(BaseModel):
     # Tasks and tokens made for one generation do nothing to the next ("" before it existed).
     generation: str = ""
     created: float = 0.0
+    # How vectors are stored (storage/chunk_index.py's ``vector_field``): exact floats, Lucene's
+    # scalar quantisation (int7, floats kept on disk), or bytes we quantise (4x smaller everywhere).
+    vectors: str = "float"
+    # Which build of the index this is: 1, the index ``situate-<name>`` it was made with; each
+    # ``situate reindex`` makes the next, ``situate-<name>-g<n>``, behind the alias ``situate-<name>``.
+    index_generation: int = Field(1, ge=1)
+    # Set on a generation being built (a "<name>~g<n>" collection): the live collection it rebuilds.
+    rebuilds: str = ""
+
+    @property
+    def base_name(self) -> str:
+        return self.rebuilds or self.name
 
     @property
     def index_name(self) -> str:
-        return f"situate-{self.name}"
+        if self.index_generation == 1:
+            return f"situate-{self.base_name}"
+        return f"situate-{self.base_name}-g{self.index_generation}"
+
+    @property
+    def alias(self) -> str:
+        """The name outside readers may search by, whichever generation is live."""
+        return f"situate-{self.base_name}"
 
 
 SHAPING_FIELDS = ("contextualizer", "model", "embedder", "embed_model", "language", "chunk_tokens", "chunk_overlap",
-                  "prompt", "embed_context", "index_shards", "index_replicas")
+                  "prompt", "embed_context", "index_shards", "index_replicas", "vectors")
 # Fixed at creation too, so that every search of a collection agrees by default, but a query
 # may override them (they shape no stored data).
 SEARCH_FIELDS = ("context_weight", "fusion", "dense_weight", "rrf_k", "reranker")
@@ -86,8 +108,12 @@ def _tombstone_key(name: str) -> str:
     return keys.dropping(name)
 
 
+def shadow_name(name: str, generation: int) -> str:
+    return f"{name}~g{generation}"
+
+
 def validate_name(name: str) -> str:
-    if not isinstance(name, str) or not NAME_RE.match(name):
+    if not isinstance(name, str) or not (NAME_RE.match(name) or SHADOW_RE.match(name)):
         raise BadName(
             f"invalid collection name {name!r}: use 1-63 lowercase letters, digits, '-' or '_'"
         )
@@ -111,12 +137,19 @@ def exists(name: str) -> bool:
 
 
 def list_names() -> list[str]:
-    return sorted(k.split(":", 2)[2] for k in redis_client().scan_iter(keys.collection("*")))
+    """The collections, without the generations being built."""
+    names = (k.split(":", 2)[2] for k in redis_client().scan_iter(keys.collection("*")))
+    return sorted(n for n in names if "~" not in n)
 
 
 def store_new(config: CollectionConfig) -> bool:
     """SET NX: two producers creating the same collection at once agree on the first one."""
     return bool(redis_client().set(_key(config.name), config.model_dump_json(), nx=True))
+
+
+def forget(name: str) -> None:
+    """The entry alone (a rebuilt generation's, once the collection has taken its settings)."""
+    redis_client().delete(_key(name))
 
 
 def store(config: CollectionConfig) -> None:
@@ -179,3 +212,44 @@ def code_fraction(name: str) -> float | None:
 def describe(config: CollectionConfig) -> dict[str, Any]:
     settings: dict[str, Any] = json.loads(config.model_dump_json())
     return settings
+
+
+# -- a reindex in progress, or the previous generation kept for a rollback ---------------------
+
+def reindex_record(name: str) -> dict[str, Any] | None:
+    raw = redis_client().get(keys.reindex(name))
+    return None if raw is None else cast("dict[str, Any]", json.loads(raw))
+
+
+def store_reindex(name: str, record: dict[str, Any]) -> None:
+    redis_client().set(keys.reindex(name), json.dumps(record))
+
+
+def clear_reindex(name: str) -> None:
+    redis_client().delete(keys.reindex(name), keys.reindex_touched(name))
+
+
+def is_draining(name: str) -> bool:
+    """A reindex is switching the collection to its new generation: submissions wait seconds."""
+    record = reindex_record(name)
+    return record is not None and record.get("phase") == "draining"
+
+
+def touched(name: str, doc_id: str) -> None:
+    """A document changed (submitted, retried, deleted): a reindex under way brings it across
+    again; a rollback of one brings it back. One read when no reindex is there."""
+    if redis_client().exists(keys.reindex(name)):
+        redis_client().sadd(keys.reindex_touched(name), doc_id)
+
+
+def take_touched(name: str, count: int) -> list[str]:
+    return cast("list[str]", redis_client().spop(keys.reindex_touched(name), count) or [])
+
+
+def put_back_touched(name: str, doc_ids: list[str]) -> None:
+    if doc_ids:
+        redis_client().sadd(keys.reindex_touched(name), *doc_ids)
+
+
+def touched_count(name: str) -> int:
+    return int(redis_client().scard(keys.reindex_touched(name)))

@@ -104,15 +104,38 @@ def mapping(config: CollectionConfig) -> dict[str, Any]:
                 # let one document with a thousand keys use up the index's field limit for the
                 # whole collection); its leaves are keywords, filtered as ``metadata.<key>``.
                 "metadata": {"type": "flat_object"},
-                "vector": {
-                    "type": "knn_vector",
-                    "dimension": embedders.dimension(config.embedder, config.embed_model),
-                    "method": {"name": "hnsw", "engine": "lucene", "space_type": "cosinesimil",
-                               "parameters": {"m": 16, "ef_construction": 128}},
-                },
+                "vector": vector_field(config),
             },
         },
     }
+
+
+def vector_field(config: CollectionConfig) -> dict[str, Any]:
+    """The k-NN field, by the collection's vector storage. This OpenSearch is assembled without
+    k-NN's native libraries (faiss, nmslib): every choice is Lucene's HNSW, in Java.
+
+    - ``float``: exact 32-bit floats (4 bytes a dimension), the default;
+    - ``lucene-sq``: Lucene's scalar quantisation, int7 per dimension for the graph search, the
+      floats kept on disk beside them (to re-quantise at merges): ~4x less memory to search in;
+    - ``byte``: vectors quantised by us to int8 (``stored_vector``, unit vectors x 127), stored
+      and searched as bytes: ~4x less memory and disk.
+    """
+    method: dict[str, Any] = {"name": "hnsw", "engine": "lucene", "space_type": "cosinesimil",
+                              "parameters": {"m": 16, "ef_construction": 128}}
+    field: dict[str, Any] = {"type": "knn_vector", "dimension": embedders.dimension(config.embedder, config.embed_model),
+                             "method": method}
+    if config.vectors == "lucene-sq":
+        method["parameters"]["encoder"] = {"name": "sq", "parameters": {"confidence_interval": 1.0}}
+    elif config.vectors == "byte":
+        field["data_type"] = "byte"
+    return field
+
+
+def stored_vector(config: CollectionConfig, vector: Any) -> list[float] | list[int]:
+    """A vector as the index takes it (documents and queries alike)."""
+    if config.vectors == "byte":
+        return [max(-128, min(127, round(float(x) * 127))) for x in vector]
+    return [float(x) for x in vector]
 
 
 def ensure_index(config: CollectionConfig) -> None:
@@ -178,10 +201,11 @@ def delete_index(config: CollectionConfig) -> None:
     opensearch_client().indices.delete(index=config.index_name, ignore_unavailable=True)
 
 
-def _source(doc_id: str, version: str, seq: int, row: dict[str, Any], metadata: dict[str, Any]) -> dict[str, Any]:
+def _source(config: CollectionConfig, doc_id: str, version: str, seq: int, row: dict[str, Any],
+            metadata: dict[str, Any]) -> dict[str, Any]:
     source = {"doc_id": doc_id, "chunk": row["n"], "version": version, "seq": seq, "text": row["text"],
               "context": row["context"], "start": row.get("start"), "end": row.get("end"), "metadata": metadata,
-              "vector": [float(x) for x in row["vector"]]}
+              "vector": stored_vector(config, row["vector"])}
     for field in CITATION_FIELDS:
         if row.get(field):
             source[field] = row[field]
@@ -198,7 +222,7 @@ def write_version(config: CollectionConfig, doc_id: str, version: str, seq: int,
     client = opensearch_client()
     ids = [chunk_id(config.name, doc_id, version, row["n"]) for row in rows]
     actions = [{"_op_type": "index", "_index": config.index_name, "_id": i,
-                "_source": _source(doc_id, version, seq, row, metadata)} for i, row in zip(ids, rows)]
+                "_source": _source(config, doc_id, version, seq, row, metadata)} for i, row in zip(ids, rows)]
     _, errors = helpers.bulk(client, actions, chunk_size=200, raise_on_error=False, raise_on_exception=False,
                              max_retries=3)
     if not errors:
@@ -331,3 +355,31 @@ def read(config: CollectionConfig, doc_id: str, chunks: tuple[int, int] | None =
     hits = [h["_source"] for h in opensearch_client().search(index=config.index_name, body=body)["hits"]["hits"]]
     newest = max((h.get("seq", 0) for h in hits), default=0)
     return sorted((h for h in hits if h.get("seq", 0) == newest), key=lambda h: h["chunk"])[:limit]
+
+
+def contexts_by_text(config: CollectionConfig, doc_id: str, version: str) -> dict[str, str]:
+    """A document version's indexed chunks, text -> context (what a rebuild may reuse)."""
+    query = {"bool": {"filter": [{"term": {"doc_id": doc_id}}, {"term": {"version": version}}]}}
+    out: dict[str, str] = {}
+    for hit in helpers.scan(opensearch_client(), index=config.index_name, query={"query": query},
+                            _source=["text", "context"], size=500):
+        out.setdefault(hit["_source"]["text"], hit["_source"].get("context") or "")
+    return out
+
+
+def point_alias(alias: str, index: str) -> None:
+    """``alias`` names ``index`` and nothing else, in one atomic call (searches by the alias
+    see the old index or the new one, never neither). An index by the alias's name (a
+    collection's first generation) cannot be aliased over: the caller deletes it first."""
+    client = opensearch_client()
+    actions: list[dict[str, Any]] = []
+    if client.indices.exists_alias(name=alias):
+        for old in client.indices.get_alias(name=alias):
+            if old != index:
+                actions.append({"remove": {"index": old, "alias": alias}})
+    actions.append({"add": {"index": index, "alias": alias}})
+    client.indices.update_aliases(body={"actions": actions})
+
+
+def delete_index_named(index: str) -> None:
+    opensearch_client().indices.delete(index=index, ignore_unavailable=True)

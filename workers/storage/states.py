@@ -68,10 +68,13 @@ def set_state(collection: str, doc_id: str, version: str, state: str, **fields: 
     return bool(_run("advance", collection, doc_id, args[1:]))
 
 
-def submit(collection: str, doc_id: str, version: str, meta_hash: str, stale_s: float) -> tuple[bool, int]:
+def submit(collection: str, doc_id: str, version: str, meta_hash: str, stale_s: float,
+           seq: int | None = None) -> tuple[bool, int]:
     """Record a submission: (True, seq) when it is to be queued; (False, seq) when this very
-    version is already in flight (moved within ``stale_s``), so one message runs, not two."""
-    status, seq = _run("submit", collection, doc_id, [version, meta_hash, f"{time.time():.3f}", stale_s],
+    version is already in flight (moved within ``stale_s``), so one message runs, not two.
+    ``seq``: the number to take instead of the next one (a rebuild's copy of a live document)."""
+    status, seq = _run("submit", collection, doc_id,
+                       [version, meta_hash, f"{time.time():.3f}", stale_s, "" if seq is None else str(seq)],
                        seq_key=True)
     return status == "queued", int(seq)
 

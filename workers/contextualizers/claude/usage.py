@@ -147,3 +147,19 @@ def forget_collection(collection: str) -> None:
     for key in r.scan_iter(keys.usage(collection, "*"), count=1000):
         r.delete(key)
     r.delete(keys.usage(collection), keys.runs(collection))
+
+
+def merge_into(source: str, target: str) -> None:
+    """A rebuilt generation's bill becomes its collection's (totals and runs); the account-wide
+    totals counted it already."""
+    r = redis_client()
+    runs_of = cast("list[tuple[str, float]]", r.zrange(keys.runs(source), 0, -1, withscores=True))
+    pipe = r.pipeline(transaction=False)
+    for source_key, target_key in [(keys.usage(source), keys.usage(target))] + [
+            (keys.usage(source, run), keys.usage(target, run)) for run, _ in runs_of]:
+        for name, value in cast("dict[str, str]", r.hgetall(source_key)).items():
+            pipe.hincrbyfloat(target_key, name, float(value))
+    for run, at in runs_of:
+        pipe.zadd(keys.runs(target), {run: at}, nx=True)
+    pipe.execute()
+    forget_collection(source)

@@ -1,5 +1,6 @@
 -- KEYS: doc hash, counts hash, docs set, the collection's seq counter, in-flight index. ARGV: doc_id,
--- version, meta hash, now, stale after (s), member, now. Returns {status, seq}: status 'queued', or
+-- version, meta hash, now, stale after (s), the seq to take ('' for the next of the counter: a
+-- rebuild takes the live document's), member, now. Returns {status, seq}: status 'queued', or
 -- 'in_flight' when this very version is being processed (and has moved within ``stale after``).
 --! include state_moves
 local version, state, updated = unpack(redis.call('HMGET', KEYS[1], 'version', 'state', 'updated'))
@@ -7,7 +8,8 @@ if version == ARGV[2] and (state == 'queued' or state == 'chunked' or state == '
    and tonumber(updated or '0') > tonumber(ARGV[4]) - tonumber(ARGV[5]) then
   return {'in_flight', redis.call('HGET', KEYS[1], 'seq') or '0'}
 end
-local seq = redis.call('INCR', KEYS[4])
+local seq = ARGV[6]
+if seq == '' then seq = redis.call('INCR', KEYS[4]) end
 move(KEYS[1], KEYS[2], state, 'queued')
 redis.call('HSET', KEYS[1], 'state', 'queued', 'version', ARGV[2], 'seq', seq, 'meta_hash', ARGV[3],
            'error', '', 'submitted', ARGV[4], 'updated', ARGV[4])

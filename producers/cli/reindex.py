@@ -1,0 +1,102 @@
+"""``situate reindex``: a collection's next generation, built behind its name (workers/pipeline/rebuild.py)."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from producers.cli.common import err, existing, fail, out, safe
+from workers import errors
+
+
+def reindex(
+    collection: str = typer.Option(..., "--collection", "-c"),
+    model: str | None = typer.Option(None, help="The LLM model of the next generation."),
+    contextualizer: str | None = typer.Option(None, help="keywords | structural | none | anthropic | bedrock | llama"),
+    embedder: str | None = typer.Option(None, help="local | local-multilingual | voyage | voyage-context | bedrock"),
+    embed_model: str | None = typer.Option(None, help="The embedder's model (API embedders)."),
+    chunk_tokens: int | None = typer.Option(None, help="Chunk size in tokens."),
+    chunk_overlap: int | None = typer.Option(None, help="Overlap in tokens."),
+    language: str | None = typer.Option(None, help="english | french | german."),
+    vectors: str | None = typer.Option(None, help="float (exact) | lucene-sq | byte: how vectors are stored."),
+    estimate: bool = typer.Option(False, "--estimate", help="Print the bill (calls, tokens, cost) and change nothing."),
+    rollback: bool = typer.Option(False, "--rollback", help="Abandon the reindex under way, or go back to the "
+                                  "previous generation after one."),
+    finish: bool = typer.Option(False, "--finish", help="Drop the previous generation (no rollback after this)."),
+    show: bool = typer.Option(False, "--status", help="Print where the reindex stands and return."),
+    no_wait: bool = typer.Option(False, "--no-wait", help="Return once started (the workers carry it on)."),
+    timeout: float | None = typer.Option(None, help="Stop waiting after this many seconds (it carries on)."),
+    json_output: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Rebuild a collection with other settings behind the same name: searches answer from the
+    live generation until the new one holds every document, then switch in one step. Contexts
+    are reused where their text, document, contextualizer, model and prompt are unchanged."""
+    from producers.cli.documents import show_estimate
+    from producers.estimate import estimate_reindex
+    from workers.pipeline import rebuild
+
+    existing(collection)
+    changes = dict(model=model, contextualizer=contextualizer, embedder=embedder, embed_model=embed_model,
+                   chunk_tokens=chunk_tokens, chunk_overlap=chunk_overlap, language=language, vectors=vectors)
+    try:
+        if rollback or finish or show:
+            if sum((rollback, finish, show)) > 1 or any(v is not None for v in changes.values()):
+                fail("--rollback, --finish and --status take no other setting")
+            result = (rebuild.rollback(collection) if rollback else rebuild.finish(collection) if finish
+                      else rebuild.status(collection) or {"collection": collection, "phase": "none"})
+            _print(result, json_output)
+            return
+        if estimate:
+            show_estimate(estimate_reindex(collection, **changes), json_output)
+            return
+        record = rebuild.start(collection, **changes)
+    except (errors.CollectionError, ValueError) as e:
+        fail(str(e))
+    if not json_output:
+        out.print(f"{safe(collection)}: building generation {record['to']} ({safe(record['changes'])}); searches "
+                  f"answer from generation {record['from']} meanwhile", highlight=False)
+    if no_wait:
+        _print(rebuild.status(collection) or record, json_output)
+        return
+    final = _wait(collection, record, timeout, json_output)
+    _print(final, json_output)
+    if final.get("phase") != "live":
+        raise typer.Exit(1)
+
+
+def _wait(collection: str, record: dict[str, Any], timeout: float | None, quiet: bool) -> dict[str, Any]:
+    from workers.pipeline import rebuild
+
+    give_up = time.monotonic() + timeout if timeout else None
+    total = max(1, int(record.get("documents") or 0))
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        console=err, disable=quiet)
+    with progress:
+        task = progress.add_task("building", total=total)
+        while True:
+            now = rebuild.status(collection) or {"phase": "gone"}
+            if now["phase"] in ("live", "gone"):
+                progress.update(task, completed=total, description=now["phase"])
+                return now
+            counts = now.get("progress") or {}
+            progress.update(task, completed=min(total, counts.get("indexed", 0)),
+                            description=f"{now['phase']} ({counts.get('failed', 0)} failed)")
+            if give_up is not None and time.monotonic() > give_up:
+                return now
+            time.sleep(1)
+
+
+def _print(result: dict[str, Any], json_output: bool) -> None:
+    if json_output:
+        print(json.dumps(result))
+        return
+    out.print(", ".join(f"{k} {safe(v)}" for k, v in result.items() if k not in ("changes",)), highlight=False)
+    failed = (result.get("progress") or {}).get("failed", 0)
+    if failed:
+        out.print(f"[yellow]{failed} documents failed in the new generation[/yellow]: see `situate failed -c "
+                  f"{safe(result.get('shadow'))}`, retry them with `situate retry -c {safe(result.get('shadow'))}`, "
+                  "or abandon the reindex with --rollback", highlight=False)
