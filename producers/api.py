@@ -29,11 +29,11 @@ from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from redis.exceptions import OutOfMemoryError as RedisFull
 from starlette.routing import Route
 
-from producers import auth, dashboard, http_guard, mcp_server, prometheus
+from producers import auth, dashboard, http_guard, mcp_server, prometheus, reindex_routes
 from producers.retrieval import rerankers
 from producers.retrieval.hits import HitOut, SearchOut
 from producers.retrieval.search import SearchOptions, search
@@ -170,6 +170,8 @@ class CollectionIn(BaseModel):
                                  "(SITUATE_ALLOWED_RERANKERS) applies.")
     index_shards: int | None = Field(None, ge=1, le=64)
     index_replicas: str | None = Field(None, pattern=r"^(\d{1,2}|\d{1,2}-(\d{1,2}|all))$")
+    vectors: str | None = Field(None, pattern="^(float|lucene-sq|byte)$",
+                                description="How vectors are stored: exact floats, Lucene's int7, or bytes.")
 
 
 class SearchIn(BaseModel):
@@ -187,16 +189,6 @@ class SearchIn(BaseModel):
     reranker: str | None = Field(None, description="none | voyage | bedrock | cohere | onnx")
 
 
-def body_of(model: type[BaseModel]) -> Callable[..., Any]:
-    """A dependency: the JSON body as ``model`` (422 when it does not fit). Declared after the
-    route's token check, so a stranger's body is never read, let alone parsed."""
-    async def parse(request: Request) -> Any:
-        data = await http_guard.json_body(request)
-        try:
-            return model.model_validate(data)
-        except ValidationError as e:
-            raise RequestValidationError(e.errors()) from None
-    return parse
 
 
 def documented(model: type[BaseModel]) -> dict[str, Any]:
@@ -231,12 +223,14 @@ async def metrics_page() -> Response:
 
 
 app.include_router(dashboard.router)
+app.include_router(reindex_routes.router, dependencies=[Depends(allowed("admin"))])
 # MCP (Streamable HTTP) for agents: the same search as below, as tools (``producers.mcp_server``).
 app.router.routes.append(Route("/mcp", endpoint=mcp_endpoint, methods=["GET", "POST", "DELETE"]))
 
 
 @app.put("/v1/collections/{collection}", dependencies=[Depends(allowed("admin"))], openapi_extra=documented(CollectionIn))
-def create_collection(collection: str, body: Annotated[CollectionIn, Depends(body_of(CollectionIn))]) -> dict[str, Any]:
+def create_collection(collection: str,
+                      body: Annotated[CollectionIn, Depends(http_guard.body_of(CollectionIn))]) -> dict[str, Any]:
     """Create a collection with explicit settings (or check an existing one matches them)."""
     try:
         return catalog.describe(lifecycle.ensure(collection, **body.model_dump()))
@@ -417,7 +411,7 @@ def delete_document(collection: str, doc_id: str) -> dict[str, Any]:
 @app.post("/v1/collections/{collection}/search", response_model=SearchOut,
           dependencies=[Depends(allowed("read"))], openapi_extra=documented(SearchIn))
 async def search_collection(collection: str, response: Response,
-                            body: Annotated[SearchIn, Depends(body_of(SearchIn))]) -> SearchOut:
+                            body: Annotated[SearchIn, Depends(http_guard.body_of(SearchIn))]) -> SearchOut:
     """Hits, and where the time went in a ``Server-Timing`` header (embed, opensearch, fusion,
     fetch, rerank: milliseconds). A reranker the deployment did not allow is refused (403)."""
     if body.reranker in rerankers.NAMES:  # a name that is none of them: 422 from the search below

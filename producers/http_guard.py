@@ -20,10 +20,13 @@ machine only. Then bodies are read only by routes, after authentication (``json_
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, ValidationError
 
 from producers import auth
 from workers.settings import get_settings
@@ -124,3 +127,15 @@ def parse_json(raw: bytes | bytearray) -> Any:
         raise HTTPException(400, "the body's JSON is nested too deeply") from None
     except (ValueError, UnicodeDecodeError):
         raise HTTPException(400, "the body is not JSON") from None
+
+
+def body_of(model: type[BaseModel]) -> Callable[..., Any]:
+    """A dependency: the JSON body as ``model`` (422 when it does not fit). Declared after the
+    route's token check, so a stranger's body is never read, let alone parsed."""
+    async def parse(request: Request) -> Any:
+        data = await json_body(request)
+        try:
+            return model.model_validate(data)
+        except ValidationError as e:
+            raise RequestValidationError(e.errors()) from None
+    return parse

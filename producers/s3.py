@@ -47,6 +47,7 @@ class Listing:
     # doc_id -> the ETag it was read at. Not in the metadata: a copy of the same bytes (a
     # multipart upload) has another ETag, and must not look like a changed document.
     etags: dict[str, str] = field(default_factory=dict)
+    present: set[str] = field(default_factory=set)  # every document the prefix holds (for --sync)
 
 
 def documents(collection: str, url: str, listing: Listing | None = None, client: Any = None) -> Iterator[RawDocument]:
@@ -65,6 +66,7 @@ def documents(collection: str, url: str, listing: Listing | None = None, client:
                   and PurePosixPath(o["Key"]).suffix.lower() not in BINARY_SUFFIXES]
         listing.ignored += len(objects) - len(wanted)
         ids = [f"{SCHEME}{bucket}/{o['Key']}" for o in wanted]
+        listing.present.update(ids)
         for obj, doc_id, (state, etag) in zip(wanted, ids, states.fields_of(collection, ids, "state", "etag")):
             if etag == obj["ETag"] and state not in (None, states.FAILED):
                 listing.skipped += 1

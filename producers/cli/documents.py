@@ -17,6 +17,29 @@ if TYPE_CHECKING:
     from producers.submit import RawDocument
 
 
+def _queue_all(config: Any, documents: Iterable[Any], run: str, batch: bool, progress: Any, task: Any, listing: Any,
+               seen: dict[str, set[str]]) -> list[Any]:
+    """Submit every document, each recorded against the source it came from (``--sync``)."""
+    import time
+
+    from producers import s3
+    from producers import sync as sync_
+    from workers.storage import capacity
+
+    submissions = []
+    for raw in documents:
+        while capacity.too_full():  # Redis near its limit: let the workers drain it first
+            progress.update(task, description="waiting for Redis to drain")
+            time.sleep(2)
+        submission = _submit_when_free(config, raw, run, batch, progress, task)
+        if submission.state != "failed":
+            s3.remember(config.name, raw.doc_id, listing)
+        sync_.record(config.name, raw.doc_id, next(src for src, ids in seen.items() if raw.doc_id in ids))
+        submissions.append(submission)
+        progress.update(task, description="queueing", advance=1)
+    return submissions
+
+
 def _submit_when_free(config: Any, raw: Any, run: str, batch: bool, progress: Any, task: Any) -> Any:
     """Submit ``raw``, waiting out the seconds a reindex takes to switch generations."""
     import time
@@ -70,6 +93,7 @@ def ingest(
     index_shards: int | None = typer.Option(None, min=1, max=64, help="At creation: the index's primary shards."),
     index_replicas: str | None = typer.Option(
         None, help="At creation: replicas, a count (1) or a range kept to the nodes there are (0-1, the default)."),
+    vectors: str | None = typer.Option(None, help="At creation: float (exact, the default) | lucene-sq | byte."),
     no_wait: bool = typer.Option(False, "--no-wait", help="Return once queued."),
     batch: bool = typer.Option(False, "--batch", help="Situate through Anthropic Message Batches (-50%, slower)."),
     timeout: float | None = typer.Option(None, help="Stop waiting after this many seconds."),
@@ -81,50 +105,54 @@ def ingest(
     exclude: list[str] = typer.Option([], "--exclude", help="Folders: leave out files matching this glob (repeatable)."),
     follow_symlinks: bool = typer.Option(False, "--follow-symlinks",
                                          help="Folders: follow symbolic links (never to anything outside the folder)."),
+    sync: bool = typer.Option(False, "--sync", help="Also delete the documents of these sources that are gone "
+                              "from them (a folder's deleted files, an S3 prefix's deleted objects)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="With --sync: list what would be deleted; change nothing."),
+    force: bool = typer.Option(False, "--force", help="With --sync: delete even more than half of a source."),
 ) -> None:
     """Queue documents; by default wait until each is indexed or failed (exit 1 if any failed)."""
-    import time
 
     from producers import loaders, s3, submit
-    from workers.storage import capacity
+    from producers import sync as sync_
 
     _check_sources(paths, fmt)
     listing = s3.Listing()
     selection = loaders.Selection(include=include, exclude=exclude, follow_symlinks=follow_symlinks)
     skipped = loaders.Skipped()
 
+    seen: dict[str, set[str]] = {}  # source -> the documents this pass found in it
+
     def documents() -> Iterator[RawDocument]:
         for p in paths:
-            if s3.is_s3(p):
-                yield from s3.documents(collection, p, listing)
-            else:
-                yield from loaders.load([p], fmt, selection, skipped)
+            found = seen.setdefault(sync_.source_of(p), set())
+            for raw in (s3.documents(collection, p, listing) if s3.is_s3(p)
+                        else loaders.load([p], fmt, selection, skipped)):
+                found.add(raw.doc_id)
+                yield raw
 
     requested = dict(contextualizer=contextualizer, model=model, embedder=embedder,
                      embed_model=embed_model, language=language, chunk_tokens=chunk_tokens,
                      chunk_overlap=chunk_overlap, embed_context=embed_context,
                      context_weight=context_weight, fusion=fusion, dense_weight=dense_weight, rrf_k=rrf_k,
-                     index_shards=index_shards, index_replicas=index_replicas)
+                     index_shards=index_shards, index_replicas=index_replicas, vectors=vectors)
     if estimate:
         return _print_estimate(collection, requested, documents(), json_output)
+    if (dry_run or force) and not sync:
+        fail("--dry-run and --force go with --sync")
+    if sync and dry_run:
+        for _ in documents():
+            pass
+        _sync(collection, paths, seen, listing, skipped, dry_run=True, force=force, json_output=json_output)
+        return
     config = open_or_create(collection, **requested)
     if batch and config.contextualizer != "anthropic":
         fail("--batch needs a collection situated with the anthropic contextualizer")
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), console=err, disable=json_output)
-    submissions = []
     run = submit.new_run()
     with progress:
         task = progress.add_task("queueing", total=None)
-        for raw in documents():
-            while capacity.too_full():  # Redis near its limit: let the workers drain it first
-                progress.update(task, description="waiting for Redis to drain")
-                time.sleep(2)
-            submission = _submit_when_free(config, raw, run, batch, progress, task)
-            if submission.state != "failed":
-                s3.remember(collection, raw.doc_id, listing)
-            submissions.append(submission)
-            progress.update(task, description="queueing", advance=1)
+        submissions = _queue_all(config, documents(), run, batch, progress, task, listing, seen)
         progress.update(task, total=len(submissions))
         if no_wait:
             final = {s.doc_id: {"doc_id": s.doc_id, "state": s.state, "error": s.error} for s in submissions}
@@ -162,8 +190,36 @@ def ingest(
         for reason, rels in skipped.by_reason.items():
             shown = ", ".join(safe(r) for r in rels[:10]) + (f" and {len(rels) - 10} more" if len(rels) > 10 else "")
             out.print(f"  [yellow]skipped[/yellow] {len(rels)} ({safe(reason)}): {shown}", highlight=False)
-    if failed or pending:
+    refused = _sync(collection, paths, seen, listing, skipped, dry_run=False, force=force,
+                    json_output=json_output) if sync else False
+    if failed or pending or refused:
         raise typer.Exit(1)
+
+
+def _sync(collection: str, paths: list[str], seen: dict[str, set[str]], listing: Any, skipped: Any, dry_run: bool,
+          force: bool, json_output: bool) -> bool:
+    """Delete (or list) each source's documents that the pass did not find; True if refused."""
+    from producers import sync as sync_
+
+    kept_anyway = {p for rels in skipped.by_reason.values() for p in rels} | listing.present
+    plans = [sync_.plan(collection, source, found | kept_anyway) for source, found in seen.items()]
+    refusals = [p.refused for p in plans if p.refused and not force]
+    report: list[dict[str, Any]] = []
+    for p in plans:
+        deleted = 0 if dry_run or refusals else sync_.delete(collection, p.gone)
+        report.append({"source": p.source, "tracked": p.tracked, "gone": p.gone, "deleted": deleted})
+    if json_output:
+        print(json.dumps({"sync": report, "refused": refusals, "dry_run": dry_run}))
+    else:
+        for r in report:
+            verb = "would delete" if dry_run or refusals else "deleted"
+            out.print(f"{safe(r['source'])}: {len(r['gone'])} of {r['tracked']} documents gone from it; "
+                      f"{verb} {len(r['gone']) if dry_run or refusals else r['deleted']}", highlight=False)
+            for doc_id in r["gone"][:50]:
+                out.print(f"  - {safe(doc_id)}", highlight=False)
+        for message in refusals:
+            err.print(f"[red]refused:[/red] {safe(message)}", highlight=False)
+    return bool(refusals)
 
 
 def _print_estimate(collection: str, requested: dict[str, Any], documents: Iterable[Any], json_output: bool) -> None:

@@ -202,7 +202,7 @@ def test_producers_send_without_the_workers_machinery():
     api = reach("producers.api")
     assert "workers.pipeline.sending" in api, "the API sends documents"
     assert sorted(m for m in api if m.startswith("workers.pipeline")) == [
-        "workers.pipeline.fair", "workers.pipeline.routing", "workers.pipeline.sending"]
+        "workers.pipeline.fair", "workers.pipeline.rebuild", "workers.pipeline.routing", "workers.pipeline.sending"]
     assert {n for m in api for n in celery_imports(m)} == {"celery", "celery.signals", "kombu.transport"}
     for fleet_view in ("producers.prometheus", "producers.fleet"):
         assert not {n for m in reach(fleet_view) for n in celery_imports(m)}, fleet_view

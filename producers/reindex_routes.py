@@ -1,0 +1,62 @@
+"""The reindex routes (admin only: the API mounts them behind the admin check): start, watch,
+estimate, roll back and finish a collection's next generation (``workers.pipeline.rebuild``)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends
+from fastapi.concurrency import run_in_threadpool
+from pydantic import BaseModel, ConfigDict, Field
+
+from producers import http_guard
+from workers.errors import NoSuchCollection
+from workers.pipeline import rebuild
+
+router = APIRouter()
+
+
+class ReindexIn(BaseModel):
+    """What the next generation changes (the others stay as they are)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    contextualizer: str | None = Field(None, max_length=64)
+    model: str | None = Field(None, max_length=256)
+    embedder: str | None = Field(None, max_length=64)
+    embed_model: str | None = Field(None, max_length=128)
+    language: str | None = Field(None, max_length=32)
+    chunk_tokens: int | None = Field(None, ge=16, le=8192)
+    chunk_overlap: int | None = Field(None, ge=0, le=4096)
+    vectors: str | None = Field(None, pattern="^(float|lucene-sq|byte)$")
+    estimate: bool = Field(False, description="Only the bill: calls, tokens, cost; nothing starts.")
+
+
+@router.post("/v1/collections/{collection}/reindex", status_code=202)
+async def start(collection: str, body: Annotated[ReindexIn, Depends(http_guard.body_of(ReindexIn))]) -> dict[str, Any]:
+    """Build the next generation behind the collection's name; searches answer from the live one
+    until it switches. ``estimate``: the bill only."""
+    changes = body.model_dump(exclude={"estimate"})
+    if body.estimate:
+        from producers.estimate import estimate_reindex
+
+        return (await run_in_threadpool(lambda: estimate_reindex(collection, **changes))).to_json()
+    return await run_in_threadpool(lambda: rebuild.start(collection, **changes))
+
+
+@router.get("/v1/collections/{collection}/reindex")
+def status(collection: str) -> dict[str, Any]:
+    found = rebuild.status(collection)
+    if found is None:
+        raise NoSuchCollection(f"no reindex of {collection!r}")
+    return found
+
+
+@router.post("/v1/collections/{collection}/reindex/rollback")
+def rollback(collection: str) -> dict[str, Any]:
+    return rebuild.rollback(collection)
+
+
+@router.post("/v1/collections/{collection}/reindex/finish")
+def finish(collection: str) -> dict[str, Any]:
+    return rebuild.finish(collection)
