@@ -62,8 +62,30 @@ def collections() -> list[dict[str, Any]]:
             chunks = None
         rows.append({"collection": name, "documents": states.counts(name), "chunks_indexed": chunks,
                      "contextualizer": config.contextualizer, "model": config.model or None,
-                     "embedder": config.embedder})
+                     "embedder": config.embedder, "model_status": model_status(config, chunks),
+                     "reindex": (catalog.reindex_record(name) or {}).get("phase")})
     return rows
+
+
+def model_status(config: catalog.CollectionConfig, chunks: int | None) -> dict[str, Any] | None:
+    """For a collection whose model is deprecated or retired: what, the command that moves it to
+    the current default model, and about what that costs (``usage.repriced``)."""
+    from workers import models
+    from workers.contextualizers import registry
+
+    if config.contextualizer not in registry.LLM_PROVIDERS or not config.model:
+        return None
+    try:
+        status, note = models.lifecycle_note(models.get(config.model))
+    except ValueError:
+        return {"status": "unknown", "note": f"{config.model} is not in the model table", "command": None,
+                "estimate_usd": None}
+    if status == "active":
+        return None
+    target = models.DEFAULT_MODEL
+    return {"status": status, "note": note, "target": target,
+            "command": f"situate reindex -c {config.name} --model {target}",
+            "estimate_usd": usage.repriced(config.name, config.model, target, chunks or 0)}
 
 
 def bill(names: list[str]) -> dict[str, Any]:

@@ -82,6 +82,25 @@ class FleetCollector:
                 chunks.add_metric([row["collection"]], row["chunks_indexed"])
         yield docs
         yield chunks
+        lifecycle = GaugeMetricFamily("situate_collection_model_end_of_life", "1 for a collection whose LLM "
+                                      "model is deprecated or retired (status label); move it with situate reindex.",
+                                      labels=["collection", "model", "status", "target"])
+        move_cost = GaugeMetricFamily("situate_collection_reindex_estimate_usd", "About what moving the "
+                                      "collection to the target model costs (its bill, repriced).",
+                                      labels=["collection", "target"])
+        reindexing = GaugeMetricFamily("situate_collection_reindex", "1 while a reindex is in this phase.",
+                                       labels=["collection", "phase"])
+        for row in snap["collections"]:
+            flag = row.get("model_status")
+            if flag:
+                lifecycle.add_metric([row["collection"], row["model"] or "", flag["status"], flag.get("target") or ""], 1)
+                if flag.get("estimate_usd") is not None:
+                    move_cost.add_metric([row["collection"], flag["target"]], flag["estimate_usd"])
+            if row.get("reindex"):
+                reindexing.add_metric([row["collection"], row["reindex"]], 1)
+        yield lifecycle
+        yield move_cost
+        yield reindexing
         ratio = GaugeMetricFamily("situate_llm_cache_read_ratio", "Cache reads / prompt tokens.",
                                   labels=["collection", "model"])
         best = GaugeMetricFamily("situate_llm_cache_read_best_ratio",

@@ -133,6 +133,9 @@ function render(d) {
     cell(tr, Object.entries(c.documents).sort().map(([k, v]) => `${k}=${v}`).join(", ") || "-", "", "documents");
     cell(tr, c.chunks_indexed == null ? "?" : int(c.chunks_indexed), "n", "chunks");
     cell(tr, c.contextualizer + (c.model ? ` (${c.model})` : ""));
+    const flag = c.model_status;
+    cell(tr, flag ? `${flag.status}: ${flag.command}` + (flag.estimate_usd == null ? "" : ` (about $${flag.estimate_usd.toFixed(2)})`)
+      : (c.reindex ? `reindex: ${c.reindex}` : "-"), flag ? "warn" : "", "model-status");
   });
   fill("queues", Object.entries(d.queues), (tr, [name, q]) => {
     tr.dataset.queue = name;

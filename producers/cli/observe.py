@@ -55,6 +55,16 @@ def status(
                       safe(row["chunks_indexed"]), safe(s["contextualizer"] + (f" ({s['model']})" if s["model"] else "")),
                       safe(s["embedder"]), safe(s["language"]))
     out.print(table)
+    for row in fleet.collections():
+        flag = row.get("model_status")
+        if flag and (collection is None or row["collection"] == collection):
+            cost = f" (about ${flag['estimate_usd']:,.2f}; exact: add --estimate)" if flag.get("estimate_usd") else \
+                " (its cost: add --estimate)"
+            out.print(f"[yellow]{flag['status']} model[/yellow] {safe(row['collection'])}: {safe(flag['note'])}; move "
+                      f"it with `{safe(flag['command'])}`{cost}", highlight=False)
+        if row.get("reindex") and (collection is None or row["collection"] == collection):
+            out.print(f"reindex of {safe(row['collection'])}: {safe(row['reindex'])} (`situate reindex -c "
+                      f"{safe(row['collection'])} --status`)", highlight=False)
     for name in catalog.list_dropping():
         out.print(f"[yellow]being dropped[/yellow] {safe(name)}: an unfinished drop; `situate drop -c {safe(name)}` "
                   "finishes it", highlight=False)

@@ -163,3 +163,20 @@ def merge_into(source: str, target: str) -> None:
         pipe.zadd(keys.runs(target), {run: at}, nx=True)
     pipe.execute()
     forget_collection(source)
+
+
+def repriced(collection: str, from_model: str, to_model: str, chunks: int) -> float | None:
+    """What situating ``chunks`` chunks again with ``to_model`` would cost, from this
+    collection's own bill: its mean call (tokens in, written, read, out), the text re-counted by
+    the new model's tokenizer, priced at its rates. None before any call. A quick figure for the
+    fleet views; ``situate reindex --estimate`` plans every prompt."""
+    from workers import models
+
+    t = totals(collection)
+    if not t["calls"] or not chunks:
+        return None
+    old, new = models.get(from_model), models.get(to_model)
+    scale = old.chars_per_token / new.chars_per_token  # the same text, in the new model's tokens
+    written, read, plain = (round(t[k] / t["calls"] * scale) for k in
+                            ("cache_write_tokens", "cache_read_tokens", "input_tokens"))
+    return round(chunks * models.cost_usd(new, plain, written, read, round(t["output_tokens"] / t["calls"])), 4)
