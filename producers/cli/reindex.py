@@ -84,7 +84,8 @@ def _wait(collection: str, record: dict[str, Any], timeout: float | None, quiet:
                 return now
             counts = now.get("progress") or {}
             progress.update(task, completed=min(total, counts.get("indexed", 0)),
-                            description=f"{now['phase']} ({counts.get('failed', 0)} failed)")
+                            description=f"{now['phase']} ({counts.get('failed', 0)} failed)"
+                            + (f"; last error: {safe(now['error'])}" if now.get("error") else ""))
             if give_up is not None and time.monotonic() > give_up:
                 return now
             time.sleep(1)

@@ -115,8 +115,20 @@ def advance() -> None:
         deadline = time.monotonic() + STEP_BUDGET_S
         for name in catalog.list_names():
             record = catalog.reindex_record(name)
-            if record is not None:
+            if record is None:
+                continue
+            try:
                 _step(name, record, deadline)
+            except Exception as e:  # said in the record (situate reindex --status), tried again next beat
+                log.warning("reindex of %s: %s: %s", name, type(e).__name__, e)
+                now = catalog.reindex_record(name)
+                if now is not None:
+                    catalog.store_reindex(name, {**now, "error": f"{type(e).__name__}: {str(e)[:300]}"})
+                continue
+            if record.get("error"):  # a step went through: the last error is history
+                now = catalog.reindex_record(name)
+                if now is not None and now.get("error"):
+                    catalog.store_reindex(name, {k: v for k, v in now.items() if k != "error"})
     finally:
         try:
             lease.release()
@@ -241,7 +253,7 @@ def _bring(live: CollectionConfig, shadow: CollectionConfig, doc_id: str) -> str
 def _from_chunks(live: CollectionConfig, doc_id: str) -> dict[str, Any] | None:
     """A document indexed before bodies were kept: its chunks as the index holds them, given as
     pre-made chunks (the new chunk size does not apply to it; contexts are reused all the same)."""
-    rows = chunk_index.read(live, doc_id, limit=get_settings().max_chunks_per_document)
+    rows = chunk_index.all_chunks(live, doc_id)
     if not rows:
         return None
     text = "\n\n".join(r["text"] for r in rows)

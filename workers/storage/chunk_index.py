@@ -383,3 +383,12 @@ def point_alias(alias: str, index: str) -> None:
 
 def delete_index_named(index: str) -> None:
     opensearch_client().indices.delete(index=index, ignore_unavailable=True)
+
+
+def all_chunks(config: CollectionConfig, doc_id: str) -> list[dict[str, Any]]:
+    """Every indexed chunk of a document's newest version, in order, however many (a scroll)."""
+    rows = [h["_source"] for h in helpers.scan(opensearch_client(), index=config.index_name,
+                                               query={"query": {"term": {"doc_id": doc_id}}},
+                                               _source=READ_FIELDS, size=1000)]
+    newest = max((r.get("seq", 0) for r in rows), default=0)
+    return sorted((r for r in rows if r.get("seq", 0) == newest), key=lambda r: r["chunk"])

@@ -1,0 +1,208 @@
+"""Collections that evolve: ``situate reindex`` builds the next generation behind the name (real
+workers, the stand-in for Claude), searches answer throughout, contexts are reused, nothing is
+lost; ``ingest --sync`` follows a folder; retired models are flagged."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import httpx
+import pytest
+
+from producers.retrieval.search import search
+from tests.support import TEST_MODEL, ingest, run_cli, running_api, wait_until
+from workers.connections import opensearch_client
+from workers.contextualizers.claude import usage
+from workers.storage import bodies, catalog, chunk_index, states
+
+ADMIN = "reindex-admin-token-0123456789"
+
+
+def paragraph_doc(doc_id: str, n: int, words: int = 140) -> dict:
+    """A document of ``n`` given chunks, long enough together to be cached (above 512 tokens)."""
+    chunks = [f"Part {i} of {doc_id}. " + " ".join(f"w{doc_id}{i}x{j}" for j in range(words)) + "." for i in range(n)]
+    return {"id": doc_id, "text": "\n\n".join(chunks), "chunks": chunks}
+
+
+def contexts_of(config) -> dict[tuple[str, int], str]:
+    hits = opensearch_client().search(index=config.index_name, body={"size": 1000, "_source": ["doc_id", "chunk", "context"],
+                                                                      "query": {"match_all": {}}})["hits"]["hits"]
+    return {(h["_source"]["doc_id"], h["_source"]["chunk"]): h["_source"]["context"] for h in hits}
+
+
+def test_another_embedder_makes_no_llm_call_and_searches_answer_throughout(worker, standin, collection_name):
+    docs = [paragraph_doc(f"d{i}", 3) for i in range(8)]
+    final = ingest(collection_name, docs, contextualizer="anthropic", model=TEST_MODEL, embedder="local")
+    assert len(final) == 8 and all(d["state"] == "indexed" for d in final.values())
+    before = catalog.load(collection_name)
+    old_contexts = contexts_of(before)
+    calls = standin.stats()["requests"]
+
+    searched, failed, stop = [], [], threading.Event()
+
+    def search_loop() -> None:
+        while not stop.is_set():
+            try:
+                hits = search(catalog.load(collection_name), "wd3" + "1x5", k=5)
+                searched.append(bool(hits))
+            except Exception as e:  # counted: the point is that there are none
+                failed.append(repr(e))
+            time.sleep(0.2)
+
+    loop = threading.Thread(target=search_loop)
+    started = time.monotonic()
+    loop.start()
+    try:
+        result = run_cli("reindex", "-c", collection_name, "--embedder", "local-multilingual", "--json", timeout=300)
+    finally:
+        stop.set()
+        loop.join()
+    took = time.monotonic() - started
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert json.loads(result.stdout)["phase"] == "live"
+
+    after = catalog.load(collection_name)
+    assert (after.embedder, after.index_generation, after.index_name) == ("local-multilingual", 2,
+                                                                        f"situate-{collection_name}-g2")
+    assert after.generation == before.generation, "the collection's tokens and tasks stay valid"
+    assert standin.stats()["requests"] == calls, "an embedder-only change must make no LLM call"
+    assert contexts_of(after) == old_contexts, "every context came across as it was paid for"
+    assert chunk_index.count(after) == 24 and sorted(states.doc_ids(collection_name)) == sorted(final)
+    assert failed == [] and len(searched) / took >= 2 and all(searched), (failed, len(searched), took)
+    # The previous generation stays for a rollback until --finish; then the alias takes its name.
+    assert opensearch_client().indices.exists(index=f"situate-{collection_name}")
+    finished = run_cli("reindex", "-c", collection_name, "--finish", "--json")
+    assert finished.returncode == 0, finished.stderr
+    aliases = opensearch_client().indices.get_alias(name=f"situate-{collection_name}")
+    assert list(aliases) == [f"situate-{collection_name}-g2"]
+    assert search(catalog.load(collection_name), "wd31x5", k=1)[0].doc_id == "d3"
+
+
+def test_another_model_pays_one_call_per_chunk_read_from_the_cache(worker, standin, collection_name):
+    docs = [paragraph_doc(f"m{i}", 4) for i in range(3)]
+    final = ingest(collection_name, docs, contextualizer="anthropic", model=TEST_MODEL)
+    assert all(d["state"] == "indexed" for d in final.values())
+    estimate = run_cli("reindex", "-c", collection_name, "--model", "claude-opus-5-5", "--estimate", "--json")
+    assert estimate.returncode == 0, estimate.stderr
+    planned = json.loads(estimate.stdout)
+    assert (planned["calls"], planned["reused"]) == (12, 0)
+    calls = standin.stats()["requests"]
+    result = run_cli("reindex", "-c", collection_name, "--model", "claude-opus-5-5", "--json", timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert standin.stats()["requests"] - calls == 12, "one call per chunk"
+    config = catalog.load(collection_name)
+    assert config.model == "claude-opus-5-5"
+    t = usage.totals(collection_name)  # the new generation's bill is the collection's
+    assert t["calls"] == 24
+    assert t["cache_read_ratio"] == pytest.approx(t["best_read_ratio"], rel=0.02) and t["cache_read_ratio"] > 0.5
+    rollback = run_cli("reindex", "-c", collection_name, "--rollback", "--json")
+    assert rollback.returncode == 0, rollback.stderr
+    assert catalog.load(collection_name).model == TEST_MODEL
+
+
+def test_changes_during_a_reindex_land_in_the_new_generation_and_a_rollback_keeps_them(worker, collection_name):
+    docs = [{"id": f"n{i}", "text": f"# Note {i}\n\nOtter note number {i} on tools and shells."} for i in range(30)]
+    ingest(collection_name, docs, contextualizer="keywords")
+    started = run_cli("reindex", "-c", collection_name, "--chunk-tokens", "64", "--vectors", "byte", "--no-wait",
+                      "--json")
+    assert started.returncode == 0, started.stderr
+    # Meanwhile: one document changed, one deleted, one new (submissions wait out a switch).
+    changed = ingest(collection_name, [{"id": "n1", "text": "# Note 1\n\nPangolin scales instead."},
+                                       {"id": "fresh", "text": "# Fresh\n\nA walrus arrives."}])
+    assert all(d["state"] == "indexed" for d in changed.values())
+    deleted = run_cli("delete", "-c", collection_name, "n2")
+    assert deleted.returncode == 0, deleted.stderr
+    wait_until(lambda: (catalog.reindex_record(collection_name) or {}).get("phase") == "live", 120, "the switch")
+    config = catalog.load(collection_name)
+    assert (config.chunk_tokens, config.vectors, config.index_generation) == (64, "byte", 2)
+    chunk_index.refresh(config)
+    top = {q: search(config, q, k=1)[0].doc_id for q in ("pangolin scales", "walrus arrives", "otter note 7")}
+    assert top == {"pangolin scales": "n1", "walrus arrives": "fresh", "otter note 7": "n7"}
+    assert chunk_index.count(config, "n2") == 0 and chunk_index.count(config, "n1") >= 1
+    assert sorted(states.doc_ids(collection_name)) == sorted({d["id"] for d in docs} - {"n2"} | {"fresh"})
+    # After the switch, a change; then back to the previous generation: the change comes along.
+    ingest(collection_name, [{"id": "n3", "text": "# Note 3\n\nA narwhal tusk."}])
+    back = run_cli("reindex", "-c", collection_name, "--rollback", "--json")
+    assert back.returncode == 0, back.stderr
+    assert json.loads(back.stdout)["documents_brought_back"] == 1
+    previous = catalog.load(collection_name)
+    assert (previous.index_generation, previous.vectors) == (1, "float")
+    wait_until(lambda: states.get(collection_name, "n3")["state"] == "indexed", 60, "n3 in the previous generation")
+    chunk_index.refresh(previous)
+    assert search(previous, "narwhal tusk", k=1)[0].doc_id == "n3"
+    assert not opensearch_client().indices.exists(index=f"situate-{collection_name}-g2")
+
+
+def test_a_document_without_a_kept_body_is_rebuilt_from_its_chunks(worker, collection_name):
+    ingest(collection_name, [{"id": f"k{i}", "text": f"Kiwi fact {i}: they are nocturnal birds."} for i in range(4)],
+           contextualizer="keywords")
+    bodies.body_store().forget_kept(collection_name, "k0")  # as if indexed before bodies were kept
+    result = run_cli("reindex", "-c", collection_name, "--embedder", "local-multilingual", "--json", timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert json.loads(result.stdout)["from_chunks"] == 1
+    config = catalog.load(collection_name)
+    assert sorted(h["doc_id"] for h in chunk_index.read(config, "k0")) == ["k0"]
+
+
+def test_submissions_wait_while_the_collection_switches(collection_name):
+    from workers import lifecycle
+
+    lifecycle.ensure(collection_name, contextualizer="none")
+    catalog.store_reindex(collection_name, {"phase": "draining", "shadow": "", "to": 2})
+    try:
+        with running_api({"SITUATE_API_TOKEN": ADMIN}, secret=ADMIN) as api:
+            r = httpx.post(f"{api.url}/v1/collections/{collection_name}/documents", json={"id": "a", "text": "x y"},
+                           headers={"Authorization": f"Bearer {ADMIN}"})
+            assert r.status_code == 503 and r.headers["retry-after"] == "2", r.text
+            assert states.get(collection_name, "a") is None
+    finally:
+        catalog.clear_reindex(collection_name)
+
+
+def test_sync_deletes_exactly_the_files_gone_and_refuses_to_empty_a_source(worker, collection_name, tmp_path):
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    for i in range(8):
+        (folder / f"note{i}.md").write_text(f"# Note {i}\n\nBadger fact {i}.")
+    assert run_cli("ingest", str(folder), "-c", collection_name, "--sync").returncode == 0
+    for i in (1, 4, 6):
+        (folder / f"note{i}.md").unlink()
+    dry = run_cli("ingest", str(folder), "-c", collection_name, "--sync", "--dry-run", "--json")
+    assert dry.returncode == 0, dry.stderr
+    assert json.loads(dry.stdout)["sync"][0]["gone"] == ["note1.md", "note4.md", "note6.md"]
+    assert len(states.doc_ids(collection_name)) == 8, "a dry run changes nothing"
+    synced = run_cli("ingest", str(folder), "-c", collection_name, "--sync")
+    assert synced.returncode == 0, synced.stdout + synced.stderr
+    assert sorted(states.doc_ids(collection_name)) == [f"note{i}.md" for i in (0, 2, 3, 5, 7)]
+    config = catalog.load(collection_name)
+    chunk_index.refresh(config)
+    assert chunk_index.count(config, "note4.md") == 0 and chunk_index.count(config, "note5.md") >= 1
+    for path in folder.iterdir():  # an emptied (or unmounted) folder
+        path.unlink()
+    refused = run_cli("ingest", str(folder), "-c", collection_name, "--sync")
+    assert refused.returncode == 1 and "--force" in refused.stderr, refused.stdout + refused.stderr
+    assert len(states.doc_ids(collection_name)) == 5
+    forced = run_cli("ingest", str(folder), "-c", collection_name, "--sync", "--force")
+    assert forced.returncode == 0 and states.doc_ids(collection_name) == []
+
+
+def test_retired_and_deprecated_models_are_flagged_with_the_move(worker, standin, collection_name):
+    docs = [paragraph_doc(f"r{i}", 2) for i in range(2)]
+    ingest(collection_name, docs, contextualizer="anthropic", model="claude-opus-4-5")  # deprecated, served
+    status = run_cli("status", "-c", collection_name)
+    assert status.returncode == 0, status.stderr
+    text = " ".join(status.stdout.split())
+    assert "deprecated model" in text and f"situate reindex -c {collection_name} --model claude-haiku-5-5" in text
+    assert "about $" in text
+    # A collection made before its model retired (claude-sonnet-4-5, 2026-11-30): flagged as retired.
+    config = catalog.load(collection_name)
+    catalog.store(config.model_copy(update={"model": "claude-sonnet-4-5"}))
+    with running_api({"SITUATE_API_TOKEN": ADMIN}, secret=ADMIN) as api:
+        metrics = httpx.get(f"{api.url}/metrics", headers={"Authorization": f"Bearer {ADMIN}"}).text
+    flagged = [line for line in metrics.splitlines() if line.startswith("situate_collection_model_end_of_life{")
+               and f'collection="{collection_name}"' in line]
+    assert len(flagged) == 1 and 'status="retired"' in flagged[0] and 'target="claude-haiku-5-5"' in flagged[0]
+    assert any(line.startswith("situate_collection_reindex_estimate_usd{") and collection_name in line
+               for line in metrics.splitlines())
