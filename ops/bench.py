@@ -10,6 +10,8 @@ with, measured in the same run on the same machine.
     extractors  PDF libraries on the filings: pages/s, and plain BM25 page@10 of their text (bench_extractors)
     reconcile  a reconciler pass's Redis time at 10k, 100k and 1M documents in flight (bench_reconcile)
     scale     100,000 chunks: throughput, memory, index, search at 1k/10k/100k; 1-8 workers (bench_scale)
+    reindex   a reindex to another embedder against a fresh ingest with it, searches running through it (bench_reindex)
+    vectors   vector storages: Pass@10 and bytes per chunk on the cookbook, recall@10 at 100k vectors (bench_reindex)
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import bench_extractors
 import bench_llm_cost
 import bench_memory
 import bench_reconcile
+import bench_reindex
 import bench_retrieval
 import bench_scale
 import bench_situate
@@ -69,6 +72,11 @@ def main() -> None:
     sc.add_argument("--keep", action="store_true", help="keep the collection (default: dropped)")
     sc.add_argument("--skip-workers", action="store_true", help="no 1/2/4/8-worker LLM runs")
     sc.set_defaults(fn=bench_scale.bench_scale)
+    ri = sub.add_parser("reindex")
+    ri.set_defaults(fn=bench_reindex.bench_reindex)
+    ve = sub.add_parser("vectors")
+    ve.add_argument("--vectors", type=int, default=100_000, help="synthetic vectors per storage")
+    ve.set_defaults(fn=bench_reindex.bench_vectors)
     args = parser.parse_args()
     args.fn(args)
 

@@ -109,6 +109,12 @@ class Settings(BaseSettings):
     # flight; switching generations holds new submissions for at most ``reindex_pause_s`` while
     # the last ones land; the old generation stays for a rollback ``reindex_keep_s``.
     keep_text: bool = True
+
+    # What ``situate worker`` plans for memory (producers/cli/processes.py): per pool process
+    # (its own embedders: measured ~300 MB with both local models), per thread of a threads
+    # pool. A pool that cannot fit in the machine's available memory is refused (0: no check).
+    worker_process_mb: int = 400
+    worker_thread_mb: int = 60
     reindex_window: int = 500
     reindex_pause_s: float = 60
     reindex_keep_s: float = 7 * 24 * 3600

@@ -47,6 +47,9 @@ def worker(
     # cores with 2 processes when each takes its share). Autoscaled: the share at MAX.
     if not settings.get_settings().embed_threads:
         settings.override(embed_threads=max(1, (os.cpu_count() or 1) // concurrency))
+    refusal = memory_refusal(pool, concurrency)
+    if refusal:
+        fail(refusal)
     chosen = expand([q.strip() for q in queues.split(",") if q.strip()]) if queues else all_queues()
     argv = ["worker", "--queues", ",".join(chosen), "--concurrency", str(concurrency),
             "--loglevel", loglevel, "--pool", pool, "--events", "--without-gossip", "--without-mingle"]
@@ -55,6 +58,44 @@ def worker(
     if hostname:
         argv += ["--hostname", hostname]
     app.worker_main(argv)
+
+
+def memory_refusal(pool: str, concurrency: int, available_mb: int | None = None) -> str | None:
+    """Why a pool of ``concurrency`` cannot fit in this machine's available memory, and what to
+    do instead; None if it fits. Each prefork process loads its own embedders (measured ~300 MB
+    with both local models, ``SITUATE_WORKER_PROCESS_MB`` per process with a margin); a threads
+    pool loads them once and adds ``SITUATE_WORKER_THREAD_MB`` per thread."""
+    from workers.settings import get_settings
+
+    s = get_settings()
+    if not s.worker_process_mb:  # the check is off
+        return None
+    available = available_mb if available_mb is not None else _available_mb()
+    if available is None:
+        return None
+    if pool == "threads":
+        need = s.worker_process_mb * 2 + concurrency * s.worker_thread_mb
+        how = f"one process ({s.worker_process_mb} MB) and {concurrency} threads x {s.worker_thread_mb} MB"
+    else:
+        need = s.worker_process_mb * (concurrency + 1)
+        how = f"{concurrency} pool processes and their parent x {s.worker_process_mb} MB (each loads its embedders)"
+    if need <= available:
+        return None
+    fits = max(1, available // s.worker_process_mb - 1)
+    return (f"a {pool} pool of {concurrency} needs about {need:,} MB ({how}); this machine has {available:,} MB "
+            f"available. Use --concurrency {fits} (prefork), or --pool threads for the contextualize queues (LLM "
+            "calls wait on the network: models are loaded once), or set SITUATE_WORKER_PROCESS_MB to what your "
+            "processes measure (0 turns the check off)")
+
+
+def _available_mb() -> int | None:
+    try:
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) // 1024
+    except OSError:
+        pass
+    return None
 
 
 def api(host: str = typer.Option("127.0.0.1"), port: int = typer.Option(8000)) -> None:

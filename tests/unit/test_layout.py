@@ -13,7 +13,8 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("workers", "producers")
 # imported by name from ops/
 OPS_MODULES = ("harness", "standin", "standin_cache", "standin_vectors", "standin_batches", "bench", "bench_common",
-               "bench_retrieval", "bench_situate", "bench_memory", "bench_corpora", "bench_llm_cost", "bench_extractors")
+               "bench_retrieval", "bench_situate", "bench_memory", "bench_corpora", "bench_llm_cost", "bench_extractors",
+               "bench_reindex")
 MAX_LINES = 450
 
 # The layers, bottom up (ARCHITECTURE.md, "The tree"): a module imports from its own layer or

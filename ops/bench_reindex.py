@@ -1,0 +1,164 @@
+"""``ops/bench reindex`` and ``ops/bench vectors``: a collection rebuilt behind its name.
+
+``reindex``: the cookbook corpus is ingested with the English embedder; then, timed side by side
+in this run, (a) a fresh ingest of the same documents with the multilingual embedder into a new
+collection and (b) ``situate reindex`` of the first collection to that embedder, with a search
+loop running through it (queries/s, failures). Target: (b) <= 1.2 x (a), 0 failed searches.
+
+``vectors``: how much each vector storage saves, and what it costs in retrieval.
+- On the cookbook corpus: the collection rebuilt with each storage (``float``, ``lucene-sq``,
+  ``byte``): Pass@10 dense and hybrid through ``situate eval``, and the index's bytes on disk
+  per chunk after a force-merge.
+- At 100,000 vectors (synthetic, 384 dimensions, clustered as embeddings are): an index per
+  storage with the collections' own mapping (``chunk_index.vector_field``), recall@10 of 200
+  queries against the exact neighbours (numpy), p50 latency, bytes per vector on disk; and the
+  bytes a search reads per vector (the format's: floats 4 per dimension, int7 and int8 1).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+
+import numpy as np
+from bench_common import DATA
+from harness import SITUATE, Worker
+
+COOKBOOK = DATA / "cookbook"
+SOURCE = ["--format", "cookbook", str(COOKBOOK / "codebase_chunks.json")]
+
+
+def _run(*args: str, timeout: float = 7200) -> str:
+    done = subprocess.run([SITUATE, *args], capture_output=True, text=True, timeout=timeout)
+    if done.returncode != 0:
+        raise SystemExit(f"situate {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
+    return done.stdout
+
+
+def _drop(*names: str) -> None:
+    for name in names:
+        subprocess.run([SITUATE, "drop", "-c", name, "--yes"], capture_output=True)
+
+
+def bench_reindex(args) -> None:
+    from producers.retrieval.search import search
+    from workers.storage import catalog
+
+    live, fresh = "bench-reindex", "bench-reindex-fresh"
+    _drop(live, fresh)
+    worker = Worker(2, name="bench-reindex")
+    try:
+        _run("ingest", "-c", live, "--embedder", "local", *SOURCE)
+        t0 = time.perf_counter()
+        _run("ingest", "-c", fresh, "--embedder", "local-multilingual", *SOURCE)
+        fresh_s = time.perf_counter() - t0
+        searches, failures, stop = [0], [0], threading.Event()
+
+        def loop() -> None:
+            while not stop.is_set():
+                try:
+                    search(catalog.load(live), "how is the retry backoff computed", k=10)
+                    searches[0] += 1
+                except Exception:  # counted, and the figure says how many
+                    failures[0] += 1
+                time.sleep(0.1)
+
+        searcher = threading.Thread(target=loop)
+        searcher.start()
+        t0 = time.perf_counter()
+        _run("reindex", "-c", live, "--embedder", "local-multilingual", "--json")
+        reindex_s = time.perf_counter() - t0
+        stop.set()
+        searcher.join()
+    finally:
+        worker.stop()
+    print(f"fresh ingest (local-multilingual): {fresh_s:.1f} s; reindex local -> local-multilingual: {reindex_s:.1f} s; "
+          f"ratio {reindex_s / fresh_s:.2f} (target <= 1.2)", flush=True)
+    print(f"searches during the reindex: {searches[0]} ({searches[0] / reindex_s:.1f}/s), failed: {failures[0]}")
+    _drop(live, fresh)
+
+
+def _store_bytes(index: str) -> tuple[int, int]:
+    from workers.connections import opensearch_client
+
+    client = opensearch_client()
+    client.indices.forcemerge(index=index, max_num_segments=1, request_timeout=1800)
+    client.indices.refresh(index=index)
+    stats = client.indices.stats(index=index, metric="store,docs")["indices"][index]["primaries"]
+    return stats["store"]["size_in_bytes"], stats["docs"]["count"]
+
+
+def _pass10(collection: str) -> dict[str, float]:
+    payload = json.loads(_run("eval", "-c", collection, "--queries", str(COOKBOOK / "evaluation_set.jsonl"),
+                              "--configs", "dense,hybrid", "--json"))
+    return {r["config"].split(":")[-1]: r["pass@10"] for r in payload["results"]}
+
+
+def bench_vectors(args) -> None:
+    from workers.storage import catalog
+
+    name = "bench-vectors"
+    _drop(name)
+    worker = Worker(2, name="bench-vectors")
+    rows = []
+    try:
+        _run("ingest", "-c", name, *SOURCE)
+        for vectors in ("float", "lucene-sq", "byte"):
+            if vectors != "float":
+                _run("reindex", "-c", name, "--vectors", vectors, "--json")
+            size, docs = _store_bytes(catalog.load(name).index_name)
+            rows.append((vectors, _pass10(name), size / docs))
+            if vectors != "float":
+                _run("reindex", "-c", name, "--rollback", "--json")  # back to float for the next one
+    finally:
+        worker.stop()
+        _drop(name)
+    print("cookbook (737 chunks): storage | Pass@10 dense | Pass@10 hybrid | index bytes on disk per chunk")
+    for vectors, scores, per_chunk in rows:
+        print(f"  {vectors:9s} | {scores.get('dense', 0):6.2f} | {scores.get('hybrid', 0):6.2f} | {per_chunk:8,.0f}",
+              flush=True)
+    _synthetic(args.vectors)
+
+
+def _synthetic(count: int, dim: int = 384, queries: int = 200) -> None:
+    """``count`` unit vectors around 1,000 centres (embeddings cluster), indexed per storage."""
+    from opensearchpy import helpers
+
+    from workers.connections import opensearch_client
+    from workers.storage import chunk_index
+    from workers.storage.catalog import CollectionConfig
+
+    rng = np.random.default_rng(7)
+    centres = rng.normal(size=(1000, dim))
+    data = centres[rng.integers(0, 1000, count)] + 0.6 * rng.normal(size=(count, dim))
+    data /= np.linalg.norm(data, axis=1, keepdims=True)
+    asked = data[rng.choice(count, queries, replace=False)] + 0.3 * rng.normal(size=(queries, dim))
+    asked /= np.linalg.norm(asked, axis=1, keepdims=True)
+    exact = np.argsort(-(asked @ data.T), axis=1)[:, :10]
+    client = opensearch_client()
+    print(f"{count:,} synthetic vectors ({dim} dims): storage | recall@10 vs exact | p50 ms | bytes/vector on disk "
+          "| bytes/vector a search reads", flush=True)
+    for vectors, reads in (("float", dim * 4), ("lucene-sq", dim + 4), ("byte", dim)):
+        config = CollectionConfig(name=f"bench-vectors-{vectors}", embedder="local", vectors=vectors)
+        index = config.index_name
+        client.indices.delete(index=index, ignore_unavailable=True)
+        client.indices.create(index=index, body={"settings": {"index": {"knn": True, "number_of_shards": 1,
+                                                                        "number_of_replicas": 0,
+                                                                        "refresh_interval": "-1"}},
+                                                 "mappings": {"properties": {"v": chunk_index.vector_field(config)}}})
+        actions = ({"_index": index, "_id": str(i), "_source": {"v": chunk_index.stored_vector(config, row)}}
+                   for i, row in enumerate(data))
+        helpers.bulk(client, actions, chunk_size=2000, request_timeout=600)
+        size, _ = _store_bytes(index)
+        found, took = [], []
+        for q in asked:
+            t0 = time.perf_counter()
+            hits = client.search(index=index, body={"size": 10, "_source": False, "query": {"knn": {"v": {
+                "vector": chunk_index.stored_vector(config, q), "k": 10}}}})["hits"]["hits"]
+            took.append((time.perf_counter() - t0) * 1000)
+            found.append([int(h["_id"]) for h in hits])
+        recall = np.mean([len(set(f) & set(e)) / 10 for f, e in zip(found, exact)])
+        print(f"  {vectors:9s} | {recall:.3f} | {np.median(took):6.1f} | {size / count:8,.0f} | {reads:,}", flush=True)
+        client.indices.delete(index=index, ignore_unavailable=True)
