@@ -76,6 +76,7 @@ def main() -> None:
     ri.set_defaults(fn=bench_reindex.bench_reindex)
     ve = sub.add_parser("vectors")
     ve.add_argument("--vectors", type=int, default=100_000, help="synthetic vectors per storage")
+    ve.add_argument("--synthetic-only", action="store_true", help="only the synthetic vectors, not the cookbook")
     ve.set_defaults(fn=bench_reindex.bench_vectors)
     args = parser.parse_args()
     args.fn(args)

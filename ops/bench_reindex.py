@@ -9,7 +9,7 @@ loop running through it (queries/s, failures). Target: (b) <= 1.2 x (a), 0 faile
 - On the cookbook corpus: the collection rebuilt with each storage (``float``, ``lucene-sq``,
   ``byte``): Pass@10 dense and hybrid through ``situate eval``, and the index's bytes on disk
   per chunk after a force-merge.
-- At 100,000 vectors (synthetic, 384 dimensions, clustered as embeddings are): an index per
+- At 100,000 vectors (synthetic, 384 dimensions, of low intrinsic dimension as embeddings are): an index per
   storage with the collections' own mapping (``chunk_index.vector_field``), recall@10 of 200
   queries against the exact neighbours (numpy), p50 latency, bytes per vector on disk; and the
   bytes a search reads per vector (the format's: floats 4 per dimension, int7 and int8 1).
@@ -99,6 +99,9 @@ def _pass10(collection: str) -> dict[str, float]:
 def bench_vectors(args) -> None:
     from workers.storage import catalog
 
+    if args.synthetic_only:
+        _synthetic(args.vectors)
+        return
     name = "bench-vectors"
     _drop(name)
     worker = Worker(2, name="bench-vectors")
@@ -122,19 +125,26 @@ def bench_vectors(args) -> None:
     _synthetic(args.vectors)
 
 
+CANDIDATES = 150  # the k-NN side's candidates in a search (producers/retrieval/search.py)
+
+
 def _synthetic(count: int, dim: int = 384, queries: int = 200) -> None:
-    """``count`` unit vectors around 1,000 centres (embeddings cluster), indexed per storage."""
+    """``count`` unit vectors, indexed per storage;
+    each query asks for ``CANDIDATES`` as a search does and keeps the first 10."""
     from opensearchpy import helpers
 
     from workers.connections import opensearch_client
     from workers.storage import chunk_index
     from workers.storage.catalog import CollectionConfig
 
+    # Text embeddings lie near a space of a few dozen dimensions: a 32-dimensional latent seen
+    # through a random projection, plus a little noise (isotropic noise alone would make every
+    # neighbour equidistant, and recall a measure of ties).
     rng = np.random.default_rng(7)
-    centres = rng.normal(size=(1000, dim))
-    data = centres[rng.integers(0, 1000, count)] + 0.6 * rng.normal(size=(count, dim))
+    projection = rng.normal(size=(32, dim))
+    data = rng.normal(size=(count, 32)) @ projection + 0.5 * rng.normal(size=(count, dim))
     data /= np.linalg.norm(data, axis=1, keepdims=True)
-    asked = data[rng.choice(count, queries, replace=False)] + 0.3 * rng.normal(size=(queries, dim))
+    asked = rng.normal(size=(queries, 32)) @ projection + 0.5 * rng.normal(size=(queries, dim))
     asked /= np.linalg.norm(asked, axis=1, keepdims=True)
     exact = np.argsort(-(asked @ data.T), axis=1)[:, :10]
     client = opensearch_client()
@@ -156,7 +166,7 @@ def _synthetic(count: int, dim: int = 384, queries: int = 200) -> None:
         for q in asked:
             t0 = time.perf_counter()
             hits = client.search(index=index, body={"size": 10, "_source": False, "query": {"knn": {"v": {
-                "vector": chunk_index.stored_vector(config, q), "k": 10}}}})["hits"]["hits"]
+                "vector": chunk_index.stored_vector(config, q), "k": CANDIDATES}}}})["hits"]["hits"]
             took.append((time.perf_counter() - t0) * 1000)
             found.append([int(h["_id"]) for h in hits])
         recall = np.mean([len(set(f) & set(e)) / 10 for f, e in zip(found, exact)])

@@ -206,3 +206,24 @@ def test_retired_and_deprecated_models_are_flagged_with_the_move(worker, standin
     assert len(flagged) == 1 and 'status="retired"' in flagged[0] and 'target="claude-haiku-5-5"' in flagged[0]
     assert any(line.startswith("situate_collection_reindex_estimate_usd{") and collection_name in line
                for line in metrics.splitlines())
+
+
+def test_the_api_starts_and_watches_a_reindex_for_admins_only(worker, collection_name):
+    ingest(collection_name, [{"id": "a", "text": "Axolotls regrow their limbs."}], contextualizer="keywords")
+    read = run_cli("token", "create", "--collection", collection_name, "--scope", "read")
+    assert read.returncode == 0, read.stderr
+    reader = {"Authorization": f"Bearer {read.stdout.strip().splitlines()[-1]}"}
+    admin = {"Authorization": f"Bearer {ADMIN}"}
+    with running_api({"SITUATE_API_TOKEN": ADMIN}, secret=ADMIN) as api:
+        base = f"{api.url}/v1/collections/{collection_name}/reindex"
+        assert httpx.post(base, json={"embedder": "local-multilingual"}, headers=reader).status_code == 403
+        assert httpx.get(base, headers=admin).status_code == 404
+        bill = httpx.post(base, json={"chunk_tokens": 64, "estimate": True}, headers=admin)
+        assert bill.status_code == 202 and bill.json()["calls"] == 0 and bill.json()["chunks"] == 1, bill.text
+        assert catalog.reindex_record(collection_name) is None, "an estimate starts nothing"
+        started = httpx.post(base, json={"embedder": "local-multilingual"}, headers=admin)
+        assert started.status_code == 202 and started.json()["to"] == 2, started.text
+        assert httpx.post(base, json={"embedder": "local"}, headers=admin).status_code == 409
+        wait_until(lambda: httpx.get(base, headers=admin).json()["phase"] == "live", 120, "the switch")
+        done = httpx.post(f"{base}/finish", headers=admin)
+        assert done.status_code == 200 and done.json()["alias"] == f"situate-{collection_name}", done.text

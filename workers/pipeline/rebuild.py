@@ -142,7 +142,7 @@ def _step(name: str, record: dict[str, Any], deadline: float) -> None:
     s = get_settings()
     if record["phase"] == "live":
         if time.time() - record.get("swapped", 0) > s.reindex_keep_s:
-            finish(name)
+            _finish(name)
         return
     shadow = catalog.find(record["shadow"])
     if shadow is None:  # dropped under us (the collection's drop does this too)
@@ -313,8 +313,19 @@ def _forget_shadow(shadow: CollectionConfig) -> None:
 
 # -- the operator's calls ------------------------------------------------------------------------
 
+def _holding_the_lease() -> Any:
+    """The rebuilder's lease, for an operator's call: no heartbeat step runs meanwhile (one that
+    read the record before a rollback would write it back)."""
+    return redis_client().lock(keys.REBUILDER, timeout=60, blocking_timeout=30)
+
+
 def finish(name: str) -> dict[str, Any]:
     """Drop the previous generation (its rollback is gone); the alias names the live index."""
+    with _holding_the_lease():
+        return _finish(name)
+
+
+def _finish(name: str) -> dict[str, Any]:
     record = catalog.reindex_record(name)
     if record is None or record["phase"] != "live":
         raise Conflict(f"no finished reindex of {name!r} to finish" + (
@@ -333,6 +344,11 @@ def finish(name: str) -> dict[str, Any]:
 def rollback(name: str) -> dict[str, Any]:
     """Abandon a reindex: before the switch, drop what was built; after it, go back to the
     previous generation and bring across the documents changed since the switch."""
+    with _holding_the_lease():
+        return _rollback(name)
+
+
+def _rollback(name: str) -> dict[str, Any]:
     record = catalog.reindex_record(name)
     if record is None:
         raise Conflict(f"no reindex of {name!r} to roll back")
