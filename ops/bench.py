@@ -73,6 +73,7 @@ def main() -> None:
     sc.add_argument("--skip-workers", action="store_true", help="no 1/2/4/8-worker LLM runs")
     sc.set_defaults(fn=bench_scale.bench_scale)
     ri = sub.add_parser("reindex")
+    ri.add_argument("--llm", action="store_true", help="the cookbook situated by the stand-in Claude, to Voyage")
     ri.set_defaults(fn=bench_reindex.bench_reindex)
     ve = sub.add_parser("vectors")
     ve.add_argument("--vectors", type=int, default=100_000, help="synthetic vectors per storage")

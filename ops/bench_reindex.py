@@ -5,6 +5,10 @@ in this run, (a) a fresh ingest of the same documents with the multilingual embe
 collection and (b) ``situate reindex`` of the first collection to that embedder, with a search
 loop running through it (queries/s, failures). Target: (b) <= 1.2 x (a), 0 failed searches.
 
+``reindex --llm``: the cookbook situated by Claude (the stand-in), then reindexed to another
+embedder (the stand-in's Voyage): the stand-in's request count before and after (target 0 new
+calls), every document present after the switch, a search loop through it.
+
 ``vectors``: how much each vector storage saves, and what it costs in retrieval.
 - On the cookbook corpus: the collection rebuilt with each storage (``float``, ``lucene-sq``,
   ``byte``): Pass@10 dense and hybrid through ``situate eval``, and the index's bytes on disk
@@ -42,10 +46,74 @@ def _drop(*names: str) -> None:
         subprocess.run([SITUATE, "drop", "-c", name, "--yes"], capture_output=True)
 
 
-def bench_reindex(args) -> None:
+def _search_loop(collection: str) -> tuple[list[int], list[int], threading.Event, threading.Thread]:
     from producers.retrieval.search import search
     from workers.storage import catalog
 
+    searches, failures, stop = [0], [0], threading.Event()
+
+    def loop() -> None:
+        while not stop.is_set():
+            try:
+                search(catalog.load(collection), "how is the retry backoff computed", k=10)
+                searches[0] += 1
+            except Exception:  # counted, and the figure says how many
+                failures[0] += 1
+            time.sleep(0.1)
+
+    thread = threading.Thread(target=loop)
+    thread.start()
+    return searches, failures, stop, thread
+
+
+def bench_reindex_llm() -> None:
+    import os
+
+    from harness import StandIn
+
+    from workers.storage import catalog, chunk_index, states
+
+    standin = StandIn({"base_latency_s": 0.05, "uncached_s_per_ktok": 0.01, "read_s_per_ktok": 0.0,
+                       "output_s_per_tok": 0.0005})
+    env = {"ANTHROPIC_API_KEY": "bench-key", "ANTHROPIC_BASE_URL": standin.url, "VOYAGE_API_KEY": "bench-key",
+           "VOYAGE_BASE_URL": f"{standin.url}/v1",
+           "SITUATE_RATE_LIMITS": json.dumps({"claude-haiku-5-5": {"rpm": 10**6, "itpm": 10**9, "otpm": 10**9}})}
+    os.environ.update(env)  # this process's searches embed with the stand-in's Voyage after the switch
+    name = "bench-reindex-llm"
+    _drop(name)
+    worker = Worker(4, ["--pool", "threads"], env)
+    try:
+        done = subprocess.run([SITUATE, "ingest", "-c", name, "--contextualizer", "anthropic", "--model",
+                               "claude-haiku-5-5", "--embedder", "local", *SOURCE], capture_output=True, text=True,
+                              env={**os.environ, **env}, timeout=3600)
+        assert done.returncode == 0, done.stderr
+        calls = standin.stats()["requests"]
+        documents = sorted(states.doc_ids(name))
+        searches, failures, stop, thread = _search_loop(name)
+        t0 = time.perf_counter()
+        done = subprocess.run([SITUATE, "reindex", "-c", name, "--embedder", "voyage", "--json"], capture_output=True,
+                              text=True, env={**os.environ, **env}, timeout=3600)
+        took = time.perf_counter() - t0
+        stop.set()
+        thread.join()
+        assert done.returncode == 0, done.stderr
+        config = catalog.load(name)
+        chunk_index.refresh(config)
+        present = sorted({h for h in documents if chunk_index.count(config, h)})
+        print(f"cookbook situated by the stand-in Claude ({calls} calls), reindexed local -> voyage in {took:.1f} s: "
+              f"{standin.stats()['requests'] - calls} new LLM calls; {len(present)}/{len(documents)} documents in "
+              f"{config.index_name}; {searches[0]} searches during it ({searches[0] / took:.1f}/s), "
+              f"{failures[0]} failed", flush=True)
+    finally:
+        worker.stop()
+        _drop(name)
+        standin.close()
+
+
+def bench_reindex(args) -> None:
+    if args.llm:
+        bench_reindex_llm()
+        return
     live, fresh = "bench-reindex", "bench-reindex-fresh"
     _drop(live, fresh)
     worker = Worker(2, name="bench-reindex")
@@ -54,19 +122,7 @@ def bench_reindex(args) -> None:
         t0 = time.perf_counter()
         _run("ingest", "-c", fresh, "--embedder", "local-multilingual", *SOURCE)
         fresh_s = time.perf_counter() - t0
-        searches, failures, stop = [0], [0], threading.Event()
-
-        def loop() -> None:
-            while not stop.is_set():
-                try:
-                    search(catalog.load(live), "how is the retry backoff computed", k=10)
-                    searches[0] += 1
-                except Exception:  # counted, and the figure says how many
-                    failures[0] += 1
-                time.sleep(0.1)
-
-        searcher = threading.Thread(target=loop)
-        searcher.start()
+        searches, failures, stop, searcher = _search_loop(live)
         t0 = time.perf_counter()
         _run("reindex", "-c", live, "--embedder", "local-multilingual", "--json")
         reindex_s = time.perf_counter() - t0
