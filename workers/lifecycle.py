@@ -224,11 +224,11 @@ def delete(name: str) -> None:
 def _drop_generations(name: str) -> None:
     """A reindex's parts: the generation being built (a collection of its own) or the previous
     one kept for a rollback, and the alias over them."""
+    for shadow in catalog.shadows_of(name):  # with or without a record (a start cut short)
+        delete(shadow)
     record = catalog.reindex_record(name)
     if record is None:
         return
-    if record.get("shadow") and (catalog.find(record["shadow"]) or catalog.dropping(record["shadow"])):
-        delete(record["shadow"])
     if record.get("previous"):
         chunk_index.delete_index(CollectionConfig.model_validate(record["previous"]))
     catalog.clear_reindex(name)

@@ -82,8 +82,10 @@ def start(name: str, **changes: Any) -> dict[str, Any]:
     live, target = plan(name, **changes)
     shadow = target.model_copy(update={"name": catalog.shadow_name(name, target.index_generation), "rebuilds": name,
                                        "generation": uuid.uuid4().hex[:12], "created": round(time.time(), 3)})
+    if catalog.find(shadow.name) is not None:  # a start cut short before its record: start over
+        lifecycle.delete(shadow.name)
     if not catalog.store_new(shadow):
-        raise Conflict(f"a generation {shadow.index_generation} of {name!r} exists already")
+        raise Conflict(f"a generation {shadow.index_generation} of {name!r} is being made by another call")
     chunk_index.ensure_index(shadow)
     record = {"phase": "building", "shadow": shadow.name, "from": live.index_generation,
               "to": shadow.index_generation, "changes": {k: getattr(target, k) for k in changes if k in CHANGEABLE},

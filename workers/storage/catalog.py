@@ -136,6 +136,12 @@ def exists(name: str) -> bool:
     return bool(redis_client().exists(_key(validate_name(name))))
 
 
+def shadows_of(name: str) -> list[str]:
+    """The generations of ``name`` being built (or left by a reindex cut short)."""
+    found = (k.split(":", 2)[2] for k in redis_client().scan_iter(keys.collection(f"{name}~g*")))
+    return sorted(n for n in found if SHADOW_RE.match(n) and n.split("~", 1)[0] == name)
+
+
 def list_names() -> list[str]:
     """The collections, without the generations being built."""
     names = (k.split(":", 2)[2] for k in redis_client().scan_iter(keys.collection("*")))
