@@ -79,6 +79,12 @@ def bench_reindex_llm() -> None:
            "VOYAGE_BASE_URL": f"{standin.url}/v1",
            "SITUATE_RATE_LIMITS": json.dumps({"claude-haiku-5-5": {"rpm": 10**6, "itpm": 10**9, "otpm": 10**9}})}
     os.environ.update(env)  # this process's searches embed with the stand-in's Voyage after the switch
+    from workers.embedding import registry
+    from workers.settings import get_credentials, get_settings
+
+    get_settings.cache_clear()  # settings are read once per process: read them again
+    get_credentials.cache_clear()
+    registry.get.cache_clear()
     name = "bench-reindex-llm"
     _drop(name)
     worker = Worker(4, ["--pool", "threads"], env)
