@@ -150,16 +150,7 @@ class DocumentsIn(BaseModel):
     documents: list[DocumentIn]
 
 
-class CollectionIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    contextualizer: str | None = Field(None, max_length=64)
-    model: str | None = Field(None, max_length=256)
-    embedder: str | None = Field(None, max_length=64)
-    embed_model: str | None = Field(None, max_length=128)
-    language: str | None = Field(None, max_length=32)
-    chunk_tokens: int | None = Field(None, ge=16, le=8192)
-    chunk_overlap: int | None = Field(None, ge=0, le=4096)
+class CollectionIn(reindex_routes.ShapingIn):
     prompt: str | None = Field(None, max_length=10_000)
     embed_context: bool | None = None
     context_weight: float | None = Field(None, ge=0, le=100)
@@ -170,8 +161,6 @@ class CollectionIn(BaseModel):
                                  "(SITUATE_ALLOWED_RERANKERS) applies.")
     index_shards: int | None = Field(None, ge=1, le=64)
     index_replicas: str | None = Field(None, pattern=r"^(\d{1,2}|\d{1,2}-(\d{1,2}|all))$")
-    vectors: str | None = Field(None, pattern="^(float|lucene-sq|byte)$",
-                                description="How vectors are stored: exact floats, Lucene's int7, or bytes.")
 
 
 class SearchIn(BaseModel):

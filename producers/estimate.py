@@ -271,9 +271,7 @@ def estimate_reindex(name: str, **changes: Any) -> Estimate:
         for doc_id in states.doc_ids(name, states.INDEXED):
             payload = bodies.body_store().kept(name, doc_id)
             if payload is None:  # indexed before bodies were kept: rebuilt from its chunks as they are
-                rows = chunk_index.all_chunks(live, doc_id)
-                payload = {"text": "\n\n".join(r["text"] for r in rows), "metadata": rows[0].get("metadata") or {},
-                           "chunks": [{"n": r["chunk"], "text": r["text"]} for r in rows]} if rows else None
+                payload = rebuild.from_chunks(live, doc_id)
             if payload is None:
                 yield None
                 continue

@@ -16,8 +16,8 @@ from workers.pipeline import rebuild
 router = APIRouter()
 
 
-class ReindexIn(BaseModel):
-    """What the next generation changes (the others stay as they are)."""
+class ShapingIn(BaseModel):
+    """The settings that shape an index, as a request names them (creation, reindex)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -28,7 +28,13 @@ class ReindexIn(BaseModel):
     language: str | None = Field(None, max_length=32)
     chunk_tokens: int | None = Field(None, ge=16, le=8192)
     chunk_overlap: int | None = Field(None, ge=0, le=4096)
-    vectors: str | None = Field(None, pattern="^(float|lucene-sq|byte)$")
+    vectors: str | None = Field(None, pattern="^(float|lucene-sq|byte)$",
+                                description="How vectors are stored: exact floats, Lucene's int7, or bytes.")
+
+
+class ReindexIn(ShapingIn):
+    """What the next generation changes (the others stay as they are)."""
+
     estimate: bool = Field(False, description="Only the bill: calls, tokens, cost; nothing starts.")
 
 

@@ -248,7 +248,7 @@ def _bring(live: CollectionConfig, shadow: CollectionConfig, doc_id: str) -> str
     payload = bodies.body_store().kept(live.name, doc_id)
     outcome = "fed"
     if payload is None or payload.get("version") != version:
-        payload, outcome = _from_chunks(live, doc_id), "from_chunks"
+        payload, outcome = from_chunks(live, doc_id), "from_chunks"
         if payload is None:
             return "done"  # nothing indexed to rebuild from
     payload = {k: v for k, v in payload.items() if k != "version"}
@@ -261,7 +261,7 @@ def _bring(live: CollectionConfig, shadow: CollectionConfig, doc_id: str) -> str
     return outcome
 
 
-def _from_chunks(live: CollectionConfig, doc_id: str) -> dict[str, Any] | None:
+def from_chunks(live: CollectionConfig, doc_id: str) -> dict[str, Any] | None:
     """A document indexed before bodies were kept: its chunks as the index holds them, given as
     pre-made chunks (the new chunk size does not apply to it; contexts are reused all the same)."""
     rows = chunk_index.all_chunks(live, doc_id)
