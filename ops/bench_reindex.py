@@ -2,8 +2,11 @@
 
 ``reindex``: the cookbook corpus is ingested with the English embedder; then, timed side by side
 in this run, (a) a fresh ingest of the same documents with the multilingual embedder into a new
-collection and (b) ``situate reindex`` of the first collection to that embedder, with a search
-loop running through it (queries/s, failures). Target: (b) <= 1.2 x (a), 0 failed searches.
+collection and (b) ``situate reindex`` of the first collection to that embedder; a search loop
+on the first collection runs at the same pace through both (a live collection is searched while
+it is rebuilt; with searches in (b) alone, the ratio measured the searches' CPU on 2 cores: 1.52
+at 6.3/s). Printed: the ratio, the reindex's phases (how long submissions were held, how often
+the switch was put off), searches and failures. Target: (b) <= 1.2 x (a), 0 failed searches.
 
 ``reindex --llm``: the cookbook situated by Claude (the stand-in), then reindexed to another
 embedder (the stand-in's Voyage): the stand-in's request count before and after (target 0 new
@@ -46,7 +49,8 @@ def _drop(*names: str) -> None:
         subprocess.run([SITUATE, "drop", "-c", name, "--yes"], capture_output=True)
 
 
-def _search_loop(collection: str) -> tuple[list[int], list[int], threading.Event, threading.Thread]:
+def _search_loop(collection: str, every_s: float = 0.1) -> tuple[list[int], list[int], threading.Event, threading.Thread]:
+    """Searches on ``collection`` until stopped, one every ``every_s`` at most."""
     from producers.retrieval.search import search
     from workers.storage import catalog
 
@@ -54,12 +58,13 @@ def _search_loop(collection: str) -> tuple[list[int], list[int], threading.Event
 
     def loop() -> None:
         while not stop.is_set():
+            t0 = time.perf_counter()
             try:
                 search(catalog.load(collection), "how is the retry backoff computed", k=10)
                 searches[0] += 1
             except Exception:  # counted, and the figure says how many
                 failures[0] += 1
-            time.sleep(0.1)
+            stop.wait(max(0.0, every_s - (time.perf_counter() - t0)))
 
     thread = threading.Thread(target=loop)
     thread.start()
@@ -116,7 +121,13 @@ def bench_reindex_llm() -> None:
         standin.close()
 
 
+SEARCH_EVERY_S = 0.4  # 2.5 searches/s, above the 2/s the issue asks for, through both legs
+
+
 def bench_reindex(args) -> None:
+    """The same documents, the same new embedder, the same search load (a live collection being
+    searched) in both legs: a fresh ingest beside searches on another collection, then the reindex
+    beside searches on the collection being reindexed."""
     if args.llm:
         bench_reindex_llm()
         return
@@ -125,19 +136,28 @@ def bench_reindex(args) -> None:
     worker = Worker(2, name="bench-reindex")
     try:
         _run("ingest", "-c", live, "--embedder", "local", *SOURCE)
+        searches, failures, stop, searcher = _search_loop(live, SEARCH_EVERY_S)
         t0 = time.perf_counter()
         _run("ingest", "-c", fresh, "--embedder", "local-multilingual", *SOURCE)
         fresh_s = time.perf_counter() - t0
-        searches, failures, stop, searcher = _search_loop(live)
+        stop.set()
+        searcher.join()
+        fresh_searches = searches[0]
+        searches, failures, stop, searcher = _search_loop(live, SEARCH_EVERY_S)
         t0 = time.perf_counter()
-        _run("reindex", "-c", live, "--embedder", "local-multilingual", "--json")
+        record = json.loads(_run("reindex", "-c", live, "--embedder", "local-multilingual", "--json"))
         reindex_s = time.perf_counter() - t0
         stop.set()
         searcher.join()
     finally:
         worker.stop()
-    print(f"fresh ingest (local-multilingual): {fresh_s:.1f} s; reindex local -> local-multilingual: {reindex_s:.1f} s; "
-          f"ratio {reindex_s / fresh_s:.2f} (target <= 1.2)", flush=True)
+    print(f"fresh ingest (local-multilingual): {fresh_s:.1f} s ({fresh_searches / fresh_s:.1f} searches/s beside it); "
+          f"reindex local -> local-multilingual: {reindex_s:.1f} s; ratio {reindex_s / fresh_s:.2f} (target <= 1.2)",
+          flush=True)
+    if {"started", "draining_since", "swapped"} <= record.keys():
+        print(f"  reindex phases: building {record['draining_since'] - record['started']:.1f} s, "
+              f"draining and switching {record['swapped'] - record['draining_since']:.1f} s "
+              f"(submissions held meanwhile), put off {record.get('put_off', 0)} times")
     print(f"searches during the reindex: {searches[0]} ({searches[0] / reindex_s:.1f}/s), failed: {failures[0]}")
     _drop(live, fresh)
 

@@ -161,6 +161,32 @@ def test_submissions_wait_while_the_collection_switches(collection_name):
         catalog.clear_reindex(collection_name)
 
 
+def test_submissions_are_held_only_for_the_last_seconds_of_a_reindex(collection_name):
+    """A small collection that embeds slowly: 90 documents are few, but held from the start they
+    kept submissions out for SITUATE_REINDEX_PAUSE_S at a time (four times in ``ops/bench reindex``)."""
+    from workers import keys
+    from workers.connections import redis_client
+    from workers.pipeline import rebuild
+    from workers.storage.catalog import CollectionConfig
+
+    live, shadow = CollectionConfig(name=collection_name), CollectionConfig(name=f"{collection_name}~g2")
+    r = redis_client()
+
+    def nearly_ready(in_flight: int, indexed: int, started_s_ago: float) -> bool:
+        r.delete(keys.counts(shadow.name))
+        r.hset(keys.counts(shadow.name), mapping={states.QUEUED: in_flight, states.INDEXED: indexed})
+        return rebuild._nearly_ready(live, shadow, {"started": time.time() - started_s_ago})
+
+    try:
+        assert not nearly_ready(90, 0, 2), "nothing landed yet: no pace, so 90 to go is not little"
+        assert not nearly_ready(60, 30, 100), "0.3 documents/s: 60 to go are 200 s, not the last seconds"
+        assert nearly_ready(2, 88, 100), "0.88 documents/s: 2 to go are ~2 s"
+        assert nearly_ready(0, 0, 1), "nothing to land"
+        assert not nearly_ready(150, 10_000, 10), "fast, but above the backlog's cap"
+    finally:
+        r.delete(keys.counts(shadow.name))
+
+
 def test_sync_deletes_exactly_the_files_gone_and_refuses_to_empty_a_source(worker, collection_name, tmp_path):
     folder = tmp_path / "notes"
     folder.mkdir()

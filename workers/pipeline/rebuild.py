@@ -14,10 +14,11 @@ A worker's heartbeat advances every reindex (``advance``, one worker at a time b
 - **building**: the live documents are fed to the new generation, at most
   ``SITUATE_REINDEX_WINDOW`` in flight; documents submitted, retried or deleted meanwhile are
   noted (``catalog.touched``) and brought across again once the live generation has them.
-- **draining**, once little is left (``DRAIN_BACKLOG`` documents to land on either side): new
-  submissions are told "busy, retry in 2 s" (503; the CLI and the client wait) for the
-  seconds the last documents take, and the switch waits until nothing is left at all; past
-  ``SITUATE_REINDEX_PAUSE_S`` it is put off, submissions flow again and building resumes.
+- **draining**, once little is left (what is still to land on either side would, at the pace
+  the new generation has kept so far, land within ``DRAIN_AIM_S``): new submissions are told
+  "busy, retry in 2 s" (503; the CLI and the client wait) for the seconds the last documents
+  take, and the switch waits until nothing is left at all; past ``SITUATE_REINDEX_PAUSE_S`` it
+  is put off, submissions flow again and building resumes.
 - **live**: the catalog names the new generation (one Redis write: the next search reads it)
   and the alias ``situate-<name>`` moves to its index in one atomic call. The previous
   generation stays for ``situate reindex --rollback`` until ``--finish`` or
@@ -55,7 +56,11 @@ CHANGEABLE = ("contextualizer", "model", "embedder", "embed_model", "chunk_token
 BATCH = 200  # documents looked at per step
 STEP_BUDGET_S = 1.0  # per heartbeat: a reindex must not hold the heartbeat up
 DRAIN_GRACE_S = 1.0  # how long "draining" is visible before the switch
-DRAIN_BACKLOG = 100  # documents still to land when new submissions start to be held
+DRAIN_BACKLOG = 100  # at most this many documents still to land when new submissions start to be held
+# ... and no more than these seconds' worth at the pace kept so far: a count alone held a small
+# collection's submissions from the start (90 documents are "little" but take minutes to embed),
+# for SITUATE_REINDEX_PAUSE_S at a time, again and again.
+DRAIN_AIM_S = 10.0
 
 
 def plan(name: str, **changes: Any) -> tuple[CollectionConfig, CollectionConfig]:
@@ -156,7 +161,7 @@ def _step(name: str, record: dict[str, Any], deadline: float) -> None:
             _scan(live, shadow, record, deadline)
         if record["scanned"]:
             _bring_touched(live, shadow, deadline)
-            if _nearly_ready(live, shadow):
+            if _nearly_ready(live, shadow, record):
                 record.update(phase="draining", draining_since=round(time.time(), 3))
         catalog.store_reindex(name, record)
         if record["phase"] != "draining":
@@ -179,11 +184,22 @@ def _in_flight(collection: str) -> int:
     return sum(counts.get(state, 0) for state in states.IN_FLIGHT)
 
 
-def _nearly_ready(live: CollectionConfig, shadow: CollectionConfig) -> bool:
+def _nearly_ready(live: CollectionConfig, shadow: CollectionConfig, record: dict[str, Any]) -> bool:
     """Little left to bring across: time to hold new submissions while the rest lands (a
-    collection under a steady ingest would otherwise never settle enough to switch)."""
+    collection under a steady ingest would otherwise never settle enough to switch).
+
+    "Little" is in seconds: the backlog at the pace the new generation has landed documents since
+    the reindex started. Before the first one lands there is no pace, and only an empty backlog
+    is little."""
+    shadow_counts = states.counts(shadow.name)
+    if shadow_counts.get(states.FAILED, 0):
+        return False
     backlog = catalog.touched_count(live.name) + _in_flight(shadow.name) + _in_flight(live.name)
-    return backlog <= DRAIN_BACKLOG and states.counts(shadow.name).get(states.FAILED, 0) == 0
+    if backlog > DRAIN_BACKLOG:
+        return False
+    landed = shadow_counts.get(states.INDEXED, 0)
+    per_s = landed / max(1.0, time.time() - float(record["started"]))
+    return backlog == 0 or (per_s > 0 and backlog / per_s <= DRAIN_AIM_S)
 
 
 def _ready(live: CollectionConfig, shadow: CollectionConfig) -> bool:
