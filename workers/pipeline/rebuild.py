@@ -179,9 +179,14 @@ def _step(name: str, record: dict[str, Any], deadline: float) -> None:
         log.warning("reindex of %s: not settled within SITUATE_REINDEX_PAUSE_S; switching later", name)
 
 
-def _in_flight(collection: str) -> int:
-    counts = states.counts(collection)
+def _in_flight(counts: dict[str, int]) -> int:
     return sum(counts.get(state, 0) for state in states.IN_FLIGHT)
+
+
+def _left(live: CollectionConfig, shadow_counts: dict[str, int]) -> int:
+    """Documents still to land: changes noted and not yet brought across, and those in flight in
+    either generation."""
+    return catalog.touched_count(live.name) + _in_flight(states.counts(live.name)) + _in_flight(shadow_counts)
 
 
 def _nearly_ready(live: CollectionConfig, shadow: CollectionConfig, record: dict[str, Any]) -> bool:
@@ -194,7 +199,7 @@ def _nearly_ready(live: CollectionConfig, shadow: CollectionConfig, record: dict
     shadow_counts = states.counts(shadow.name)
     if shadow_counts.get(states.FAILED, 0):
         return False
-    backlog = catalog.touched_count(live.name) + _in_flight(shadow.name) + _in_flight(live.name)
+    backlog = _left(live, shadow_counts)
     if backlog > DRAIN_BACKLOG:
         return False
     landed = shadow_counts.get(states.INDEXED, 0)
@@ -205,14 +210,14 @@ def _nearly_ready(live: CollectionConfig, shadow: CollectionConfig, record: dict
 def _ready(live: CollectionConfig, shadow: CollectionConfig) -> bool:
     """Everything across: nothing left to bring, nothing in flight on either side, none failed
     in the new generation (a generation that lost documents is not switched to)."""
-    return (catalog.touched_count(live.name) == 0 and _in_flight(live.name) == 0 and _in_flight(shadow.name) == 0
-            and states.counts(shadow.name).get(states.FAILED, 0) == 0)
+    shadow_counts = states.counts(shadow.name)
+    return _left(live, shadow_counts) == 0 and shadow_counts.get(states.FAILED, 0) == 0
 
 
 def _scan(live: CollectionConfig, shadow: CollectionConfig, record: dict[str, Any], deadline: float) -> None:
     """Feed the live documents in order (a cursor over their set), window permitting."""
     r = redis_client()
-    room = get_settings().reindex_window - _in_flight(shadow.name)
+    room = get_settings().reindex_window - _in_flight(states.counts(shadow.name))
     cursor = int(record["cursor"])
     while room > 0 and time.monotonic() < deadline:
         cursor, found = r.sscan(keys.docs(live.name), cursor, count=BATCH)
