@@ -167,6 +167,19 @@ def submit_one(config: CollectionConfig, raw: RawDocument, run: str | None = Non
     return Submission(raw.doc_id, states.QUEUED, version)
 
 
+def submit_when_free(config: CollectionConfig, raw: RawDocument, run: str | None = None, batch: bool = False,
+                     on_wait: Callable[[], None] | None = None, poll_s: float = 1.0) -> Submission:
+    """``submit_one``, waiting out the seconds a reindex takes to switch generations (in this
+    process: the HTTP API answers 503 + Retry-After instead, and its callers wait)."""
+    while True:
+        try:
+            return submit_one(config, raw, run, batch)
+        except errors.Busy:
+            if on_wait is not None:
+                on_wait()
+            time.sleep(poll_s)
+
+
 def _send_to_chunk(collection: str, doc_id: str, version: str) -> None:
     # By name, through the fair gate: a producer never imports the pipeline's tasks (nor the
     # models they load), and one collection's backlog does not hold back another's documents.

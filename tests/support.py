@@ -33,9 +33,8 @@ def cookbook_docs() -> list[dict]:
 def ingest(collection: str, docs: list[dict[str, Any]], timeout: float = 300, **settings: Any) -> dict[str, dict]:
     """Documents ``{"id", "text", "metadata"?, "chunks"?}`` through the same submit and wait as
     ``situate ingest``, in this process; returns the final state per doc_id, searchable."""
-    from producers.submit import RawDocument, submit_one, wait
+    from producers.submit import RawDocument, new_run, submit_when_free, wait
     from workers import lifecycle
-    from workers.errors import Busy
     from workers.storage import chunk_index
 
     config = lifecycle.ensure(collection, **settings)
@@ -45,15 +44,8 @@ def ingest(collection: str, docs: list[dict[str, Any]], timeout: float = 300, **
         if chunks is not None:
             chunks = [c if isinstance(c, dict) else {"n": i, "text": c} for i, c in enumerate(chunks)]
         raws.append(RawDocument(d["id"], d["text"], d.get("metadata") or {}, chunks))
-    submissions = []
-    for raw in raws:  # as the CLI does, waiting out the seconds a reindex takes to switch generations
-        while True:
-            try:
-                submissions.append(submit_one(config, raw))
-                break
-            except Busy:
-                time.sleep(0.5)
-    final = wait(config, submissions, timeout=timeout)
+    run = new_run()  # as the CLI does: one run, waiting out the seconds a reindex takes to switch generations
+    final = wait(config, [submit_when_free(config, raw, run, poll_s=0.5) for raw in raws], timeout=timeout)
     chunk_index.refresh(config)
     return final
 

@@ -22,7 +22,7 @@ def _queue_all(config: Any, documents: Iterable[Any], run: str, batch: bool, pro
     """Submit every document, each recorded against the source it came from (``--sync``)."""
     import time
 
-    from producers import s3
+    from producers import s3, submit
     from producers import sync as sync_
     from workers.storage import capacity
 
@@ -31,27 +31,14 @@ def _queue_all(config: Any, documents: Iterable[Any], run: str, batch: bool, pro
         while capacity.too_full():  # Redis near its limit: let the workers drain it first
             progress.update(task, description="waiting for Redis to drain")
             time.sleep(2)
-        submission = _submit_when_free(config, raw, run, batch, progress, task)
+        submission = submit.submit_when_free(config, raw, run, batch, on_wait=lambda: progress.update(
+            task, description="waiting: the collection is switching generations"))
         if submission.state != "failed":
             s3.remember(config.name, raw.doc_id, listing)
         sync_.record(config.name, raw.doc_id, next(src for src, ids in seen.items() if raw.doc_id in ids))
         submissions.append(submission)
         progress.update(task, description="queueing", advance=1)
     return submissions
-
-
-def _submit_when_free(config: Any, raw: Any, run: str, batch: bool, progress: Any, task: Any) -> Any:
-    """Submit ``raw``, waiting out the seconds a reindex takes to switch generations."""
-    import time
-
-    from producers import submit
-
-    while True:
-        try:
-            return submit.submit_one(config, raw, run, batch)
-        except errors.Busy:
-            progress.update(task, description="waiting: the collection is switching generations")
-            time.sleep(1)
 
 
 def _check_sources(paths: list[str], fmt: str) -> None:
