@@ -12,6 +12,8 @@ with, measured in the same run on the same machine.
     scale     100,000 chunks: throughput, memory, index, search at 1k/10k/100k; 1-8 workers (bench_scale)
     reindex   a reindex to another embedder against a fresh ingest with it, searches running through it (bench_reindex)
     vectors   vector storages: Pass@10 and bytes per chunk on the cookbook, recall@10 at 100k vectors (bench_reindex)
+    hostile   what a hostile tenant's files cost the others: time, Redis, the API's memory (bench_hostile)
+    checkpoints  a context checkpoint's latency with and without a replica confirming it (bench_checkpoints)
 """
 
 from __future__ import annotations
@@ -22,12 +24,15 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # tests/: the hostile files and use_services
 os.environ.setdefault("SITUATE_ALLOWED_MODELS", "*")  # the cookbook's model, against the stand-in
 os.environ.setdefault("SITUATE_ALLOWED_EMBEDDERS", "*")
 os.environ.setdefault("SITUATE_ALLOWED_RERANKERS", "*")
 
+import bench_checkpoints
 import bench_corpora
 import bench_extractors
+import bench_hostile
 import bench_llm_cost
 import bench_memory
 import bench_reconcile
@@ -79,6 +84,10 @@ def main() -> None:
     ve.add_argument("--vectors", type=int, default=100_000, help="synthetic vectors per storage")
     ve.add_argument("--synthetic-only", action="store_true", help="only the synthetic vectors, not the cookbook")
     ve.set_defaults(fn=bench_reindex.bench_vectors)
+    cp = sub.add_parser("checkpoints")
+    cp.set_defaults(fn=bench_checkpoints.bench_checkpoints)
+    ho = sub.add_parser("hostile")
+    ho.set_defaults(fn=bench_hostile.bench_hostile)
     args = parser.parse_args()
     args.fn(args)
 

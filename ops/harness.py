@@ -8,8 +8,10 @@ waited for until it answers, or fails at once with its log's tail when it dies f
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -33,6 +35,23 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _free_block(n: int, transport_offset: int = 100) -> int:
+    """A first port such that it and the ``n - 1`` after it are free, and so are the same ports
+    ``transport_offset`` higher (OpenSearch's transport ports, ``ops/opensearch/cluster``)."""
+    for _ in range(200):
+        base = random.randint(20_000, 40_000)
+        ports = [base + i for i in range(n)] + [base + transport_offset + i for i in range(n)]
+        try:
+            with contextlib.ExitStack() as held:
+                for port in ports:
+                    s = held.enter_context(socket.socket())
+                    s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+    raise RuntimeError("no block of free ports found")
 
 
 def log_tail(path: Path, lines: int = 30) -> str:
@@ -160,6 +179,42 @@ class StandIn:
         stop(self.proc)
 
 
+class FaultyProxy:
+    """``faultproxy.py`` in front of ``upstream`` (``http://host:port``), cutting a share of its
+    requests (``faults``: p_drop, p_reset, p_stall, stall_s); ``url`` to point a client at, ``stats``
+    what it cut."""
+
+    def __init__(self, upstream: str, faults: dict[str, Any]):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.stats_file = LOGS / f"faultproxy-{self.port}.json"
+        LOGS.mkdir(parents=True, exist_ok=True)
+        self.stats_file.unlink(missing_ok=True)
+        self.proc, self.log = _spawn([sys.executable, str(ROOT / "ops" / "faultproxy.py"), "--upstream",
+                                      upstream.split("://", 1)[-1], "--port", str(self.port), "--faults",
+                                      json.dumps(faults), "--stats", str(self.stats_file)], f"faultproxy-{self.port}")
+        deadline = time.monotonic() + 30
+        while True:
+            if self.proc.poll() is not None:
+                raise ProcessDied(f"fault proxy exited with {self.proc.returncode}:\n{log_tail(self.log)}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+    def stats(self) -> dict[str, int]:
+        try:
+            return json.loads(self.stats_file.read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def close(self) -> None:
+        stop(self.proc)
+
+
 class Api:
     """A real ``situate api`` (uvicorn) on a free port."""
 
@@ -238,11 +293,12 @@ OPENSEARCH_NODES = ROOT / "ops" / "opensearch" / "cluster"
 
 class OpenSearchNodes:
     """OpenSearch nodes of a private cluster (``ops/opensearch/cluster``, from ops/up's install),
-    one or several, on ports of their own. ``stop`` then ``start`` is a restart that keeps the
-    data; ``kill`` is a lost host. About 20 s of start-up per node on 2 cores."""
+    one or several, on ports of their own (free ones when not given: two test processes may start
+    clusters at once). ``stop`` then ``start`` is a restart that keeps the data; ``kill`` is a lost
+    host. About 20 s of start-up per node on 2 cores."""
 
-    def __init__(self, name: str, nodes: int, http_port: int):
-        self.name, self.nodes, self.http_port = name, nodes, http_port
+    def __init__(self, name: str, nodes: int, http_port: int | None = None):
+        self.name, self.nodes, self.http_port = name, nodes, http_port or _free_block(nodes)
         self.run("stop", "--purge")  # a previous run's leftovers
         self.urls = ""
         self.start()

@@ -17,7 +17,10 @@ the caching rules that matter (as the providers document them):
 - token buckets per model for requests / input / output tokens per minute: 429 with
   ``retry-after``; injected 529 ``overloaded_error`` with probability ``p_529``;
 - a latency model in which uncached input tokens cost time and cache reads almost none;
-- deterministic answers built from the document's first line and the chunk.
+- deterministic answers built from the document's first line and the chunk;
+- connections cut as a network cuts them, on a share of requests (``faultproxy``: closed without
+  an answer, reset after the work is done, or stalled past the client's read timeout), in front
+  of every route but its own ``/standin/*``.
 
 Tokens are counted with its own rule (words and punctuation marks), not the client's estimate.
 Run: ``python ops/standin.py --port 8100``; ``GET /standin/stats``, ``POST /standin/config``,
@@ -43,10 +46,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import faultproxy
 import standin_batches
 import standin_cache
 import standin_vectors
-import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
@@ -77,6 +80,12 @@ class Config:
     # paid for (the work is done) but the client has given up and asks again.
     p_slow: float = 0.0
     slow_s: float = 0.0
+    # Connections cut, on a share of requests (faultproxy.Faults): dropped before, reset after the
+    # answer began, stalled ``stall_s``.
+    p_drop: float = 0.0
+    p_reset: float = 0.0
+    p_stall: float = 0.0
+    stall_s: float = 10.0
 
 
 class Bucket:
@@ -234,7 +243,7 @@ def anthropic_error(status: int, kind: str, message: str, retry_after: float | N
                         headers=headers)
 
 
-def make_app(standin: StandIn) -> FastAPI:
+def make_app(standin: StandIn, proxy: faultproxy.FaultProxy | None = None) -> FastAPI:
     app = FastAPI(title="situate stand-in for Anthropic, Bedrock, Voyage and Cohere")
     vectors = standin_vectors.VectorStats()
     standin_vectors.register(app, vectors)
@@ -379,13 +388,18 @@ def make_app(standin: StandIn) -> FastAPI:
             start, end = (float(x) for x in overlapping.split(","))
             extra["overlapping"] = sum(1 for a, b in standin.spans if a < end and (b == 0 or b > start) and b != -1)
         return {**standin.stats, "paid_twice": paid_twice, "cache_entries": len(standin.cache),
-                "config": asdict(standin.config),
-                "vectors": vectors.as_json(), **extra}
+                "config": asdict(standin.config), "vectors": vectors.as_json(),
+                "cut": dict(proxy.stats) if proxy is not None else {}, **extra}
+
+    def reset_all() -> None:
+        standin.reset()
+        vectors.reset()
+        if proxy is not None:
+            proxy.reset()
 
     @app.post("/standin/reset")
     async def reset():
-        standin.reset()
-        vectors.reset()
+        reset_all()
         return {"ok": True}
 
     @app.post("/standin/vector_faults")
@@ -402,8 +416,7 @@ def make_app(standin: StandIn) -> FastAPI:
             if not hasattr(standin.config, k):
                 return JSONResponse({"error": f"unknown setting {k}"}, status_code=400)
             setattr(standin.config, k, v)
-        standin.reset()
-        vectors.reset()
+        reset_all()
         return asdict(standin.config)
 
     return app
@@ -415,7 +428,13 @@ def main() -> None:
     parser.add_argument("--config", default="{}", help="JSON overrides of the Config fields")
     args = parser.parse_args()
     config = Config(**json.loads(args.config))
-    uvicorn.run(make_app(StandIn(config)), host="127.0.0.1", port=args.port, log_level="warning")
+    standin = StandIn(config)
+
+    def faults() -> faultproxy.Faults:
+        c = standin.config
+        return faultproxy.Faults(c.p_drop, c.p_reset, c.p_stall, c.stall_s, c.seed)
+
+    faultproxy.serve_app(lambda proxy: make_app(standin, proxy), faults, args.port, exempt=("/standin/",))
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ finds what it should; a contextualized chunk vector leans toward its document's 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections import Counter
 from typing import Any
@@ -52,9 +53,15 @@ class VectorStats:
         self.counts: Counter[str] = Counter()
         self.faults_left = 0
         self.fault_status = 429
+        self.paid: Counter[str] = Counter()  # answers given, per request: one answered twice was paid twice
+
+    def billed(self, path: str, body: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any]:
+        """``answer``, counted as paid for this request (route and body)."""
+        self.paid[hashlib.sha1((path + json.dumps(body, sort_keys=True)).encode()).hexdigest()] += 1
+        return answer
 
     def as_json(self) -> dict[str, Any]:
-        return dict(self.counts)
+        return {**self.counts, "paid_twice": sum(n - 1 for n in self.paid.values())}
 
 
 def register(app: FastAPI, stats: VectorStats) -> None:
@@ -100,9 +107,10 @@ def register(app: FastAPI, stats: VectorStats) -> None:
         dim = body.get("output_dimension") or spec.dimension
         used = sum(len(tokens(t)) for t in texts)
         stats.counts["tokens"] += used
-        return {"object": "list", "model": spec.id, "usage": {"total_tokens": used},
-                "data": [{"object": "embedding", "index": i, "embedding": hashed_vector(t, dim).tolist()}
-                         for i, t in enumerate(texts)]}
+        return stats.billed(request.url.path, body, {
+            "object": "list", "model": spec.id, "usage": {"total_tokens": used},
+            "data": [{"object": "embedding", "index": i, "embedding": hashed_vector(t, dim).tolist()}
+                     for i, t in enumerate(texts)]})
 
     @app.post("/v1/contextualizedembeddings")
     async def voyage_contextualized(request: Request):
@@ -131,7 +139,8 @@ def register(app: FastAPI, stats: VectorStats) -> None:
                                  "embedding": (mixed / norm if norm else mixed).tolist()})
             data.append({"object": "list", "index": i, "data": embedded})
         stats.counts["tokens"] += used
-        return {"object": "list", "model": spec.id, "usage": {"total_tokens": used}, "data": data}
+        return stats.billed(request.url.path, body, {"object": "list", "model": spec.id,
+                                                     "usage": {"total_tokens": used}, "data": data})
 
     def ranked(query: str, documents: list[str], top: int | None) -> list[dict[str, Any]]:
         scores = [(overlap_score(query, d), i) for i, d in enumerate(documents)]
@@ -148,8 +157,8 @@ def register(app: FastAPI, stats: VectorStats) -> None:
         if len(body["documents"]) > spec.max_documents:
             return JSONResponse({"detail": "too many documents"}, status_code=400)
         used = len(tokens(body["query"])) * len(body["documents"]) + sum(len(tokens(d)) for d in body["documents"])
-        return {"object": "list", "model": spec.id, "usage": {"total_tokens": used},
-                "data": ranked(body["query"], body["documents"], body.get("top_k"))}
+        return stats.billed(request.url.path, body, {"object": "list", "model": spec.id, "usage": {"total_tokens": used},
+                                                     "data": ranked(body["query"], body["documents"], body.get("top_k"))})
 
     @app.post("/v2/rerank")
     async def cohere_rerank(request: Request):
@@ -157,8 +166,9 @@ def register(app: FastAPI, stats: VectorStats) -> None:
         if (answer := fault("cohere_rerank")) is not None:
             return answer
         stats.counts["cohere_authorized"] += request.headers.get("authorization", "").startswith("Bearer ")
-        return {"id": "rerank-standin", "results": ranked(body["query"], body["documents"], body.get("top_n")),
-                "meta": {"billed_units": {"search_units": 1}}}
+        return stats.billed(request.url.path, body, {
+            "id": "rerank-standin", "results": ranked(body["query"], body["documents"], body.get("top_n")),
+            "meta": {"billed_units": {"search_units": 1}}})
 
     @app.post("/model/{model_id:path}/invoke")
     async def bedrock_invoke(model_id: str, request: Request):
@@ -171,7 +181,8 @@ def register(app: FastAPI, stats: VectorStats) -> None:
             if model_id.startswith("cohere.") and body.get("api_version") != 2:
                 return JSONResponse({"message": "api_version 2 is required"}, status_code=400,
                                     headers={"x-amzn-ErrorType": "ValidationException:"})
-            return {"id": "rerank-standin", "results": ranked(body["query"], body["documents"], body.get("top_n"))}
+            return stats.billed(request.url.path, body, {
+                "id": "rerank-standin", "results": ranked(body["query"], body["documents"], body.get("top_n"))})
         spec = models.EMBEDDING_MODELS.get(model_id)
         if spec is None or spec.provider != "bedrock":
             return JSONResponse({"message": f"The provided model identifier is invalid: {model_id}"}, status_code=400,
@@ -181,12 +192,13 @@ def register(app: FastAPI, stats: VectorStats) -> None:
             if (answer := too_big(texts, spec)) is not None:
                 return answer
             stats.counts[f"input_type_{body.get('input_type')}"] += 1
-            return {"id": "embed-standin", "response_type": "embeddings_floats", "texts": texts,
-                    "embeddings": [hashed_vector(t, spec.dimension).tolist() for t in texts]}
+            return stats.billed(request.url.path, body, {
+                "id": "embed-standin", "response_type": "embeddings_floats", "texts": texts,
+                "embeddings": [hashed_vector(t, spec.dimension).tolist() for t in texts]})
         text = body["inputText"]
         if len(tokens(text)) > spec.max_text_tokens:
             return JSONResponse({"message": "Too many input tokens"}, status_code=400,
                                 headers={"x-amzn-ErrorType": "ValidationException:"})
         vector = hashed_vector(text, int(body.get("dimensions", spec.dimension)))
-        return {"embedding": vector.tolist(), "inputTextTokenCount": len(tokens(text)),
-                "embeddingsByType": {"float": vector.tolist()}}
+        return stats.billed(request.url.path, body, {"embedding": vector.tolist(), "inputTextTokenCount": len(tokens(text)),
+                                                     "embeddingsByType": {"float": vector.tolist()}})

@@ -29,13 +29,13 @@ from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, Field
 from redis.exceptions import OutOfMemoryError as RedisFull
 from starlette.routing import Route
 
 from producers import auth, dashboard, http_guard, mcp_server, prometheus, reindex_routes
 from producers.retrieval import rerankers
-from producers.retrieval.hits import HitOut, SearchOut
+from producers.retrieval.hits import HitOut, SearchIn, SearchOut
 from producers.retrieval.search import SearchOptions, search
 from producers.submit import RawDocument, Submission, submit
 from workers import allowlist, errors, lifecycle
@@ -49,6 +49,7 @@ mcp_endpoint = mcp_server.HTTPEndpoint()
 
 @contextlib.asynccontextmanager
 async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+    await run_in_threadpool(auth.open_mode)  # decided at start (and only ever closed after)
     async with mcp_endpoint.running():
         yield
 
@@ -105,6 +106,17 @@ async def redis_full(request: Request, exc: RedisFull) -> JSONResponse:
                         headers={"Retry-After": "30"})
 
 
+@app.exception_handler(errors.ProviderUnavailable)
+async def provider_unavailable(request: Request, exc: errors.ProviderUnavailable) -> JSONResponse:
+    """A paid API (the query's embedder, a reranker) kept failing past its retries: not ours, not now."""
+    return JSONResponse({"detail": str(exc)}, status_code=503, headers={"Retry-After": "5"})
+
+
+@app.exception_handler(errors.ProviderRefused)
+async def provider_refused(request: Request, exc: errors.ProviderRefused) -> JSONResponse:
+    return JSONResponse({"detail": str(exc)}, status_code=502)
+
+
 @app.exception_handler(errors.Busy)
 async def busy(request: Request, exc: errors.Busy) -> JSONResponse:
     return JSONResponse({"detail": str(exc)}, status_code=503, headers={"Retry-After": "2"})
@@ -133,10 +145,6 @@ def allowed(need: str) -> Callable[..., auth.Principal]:
 
 # -- bodies --------------------------------------------------------------------------------------
 
-Scalar = str | int | float | bool
-FilterKey = Annotated[str, StringConstraints(min_length=1, max_length=128)]
-
-
 class DocumentIn(BaseModel):
     """The documentation's shape of a document; each one is checked alone (see add_documents)."""
 
@@ -161,23 +169,6 @@ class CollectionIn(reindex_routes.ShapingIn):
                                  "(SITUATE_ALLOWED_RERANKERS) applies.")
     index_shards: int | None = Field(None, ge=1, le=64)
     index_replicas: str | None = Field(None, pattern=r"^(\d{1,2}|\d{1,2}-(\d{1,2}|all))$")
-
-
-class SearchIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    query: str = Field(..., max_length=4096)
-    k: int = Field(10, ge=1, le=1000)
-    filters: dict[FilterKey, Scalar | list[Scalar]] | None = Field(None, max_length=32)
-    mode: str = Field("hybrid", pattern="^(hybrid|bm25|dense)$")
-    # None: the collection's stored defaults (reranker: the server's SITUATE_RERANKER).
-    fusion: str | None = Field(None, pattern="^(rrf|weighted)$")
-    context_weight: float | None = Field(None, ge=0, le=100)
-    dense_weight: float | None = Field(None, ge=0, le=100)
-    rrf_k: int | None = Field(None, ge=1, le=1000)
-    reranker: str | None = Field(None, description="none | voyage | bedrock | cohere | onnx")
-
-
 
 
 def documented(model: type[BaseModel]) -> dict[str, Any]:
@@ -335,8 +326,8 @@ async def add_files(collection: str, request: Request,
     else:
         if not id:
             raise HTTPException(422, "name the document: ?id=... (or send multipart/form-data with a 'file' field)")
-        data = bytes(await http_guard.read_body(request))
-        raws = [_file_document(id, id, data, media or None, _metadata(metadata), limit)]
+        body = await http_guard.read_body(request)  # kept as read: a 64 MB upload is not copied
+        raws = [_file_document(id, id, body, media or None, _metadata(metadata), limit)]
     return _submitted(await run_in_threadpool(submit, config, raws))
 
 
@@ -355,7 +346,7 @@ def _metadata(raw: str | None) -> dict[str, Any]:
     return value
 
 
-def _file_document(doc_id: str, name: str, data: bytes, media_type: str | None, metadata: dict[str, Any],
+def _file_document(doc_id: str, name: str, data: bytes | bytearray, media_type: str | None, metadata: dict[str, Any],
                    limit: int) -> RawDocument:
     if not doc_id:
         return RawDocument("#file", None, error="a file without a name: give it an id")

@@ -12,8 +12,11 @@
 
 Closed by default: the API answers without a token only while it listens on loopback with no
 admin token set and no token issued (a developer's machine), and then only to requests whose
-``Host`` is a loopback name (a page elsewhere that rebinds its DNS name to 127.0.0.1 is refused);
-``situate api`` refuses to listen beyond loopback without ``SITUATE_API_TOKEN``.
+``Host`` is a loopback name (a page elsewhere that rebinds its DNS name to 127.0.0.1 is refused)
+and, for a request that changes anything, that come from no other site (``http_guard``);
+``situate api`` refuses to listen beyond loopback without ``SITUATE_API_TOKEN``. Open mode is
+decided when the API starts, and closes for good in that process the moment a token exists:
+revoking every token later (dropping the last collection does) never opens an API that had one.
 """
 
 from __future__ import annotations
@@ -67,22 +70,23 @@ def loopback_host_header(host: str | None) -> bool:
     return name.lower() in ("localhost", "127.0.0.1", "::1")
 
 
-_issued_cache: tuple[float, bool] = (0.0, False)
-
-
-def _any_issued() -> bool:
-    global _issued_cache
-    checked, issued = _issued_cache
-    if time.monotonic() - checked > 5:
-        issued = tokens.any_issued()
-        _issued_cache = (time.monotonic(), issued)
-    return issued
+OPEN_RECHECK_S = 5.0
+# None: not decided yet; True: open, until a token is seen; False: closed for this process's life.
+_open: bool | None = None
+_open_checked = 0.0
 
 
 def open_mode() -> bool:
-    """No credential exists at all: a developer's loopback API."""
+    """No credential exists at all: a developer's loopback API. Once closed, closed."""
+    global _open, _open_checked
     s = get_settings()
-    return not s.api_token and is_loopback(s.api_host) and not _any_issued()
+    if _open is False or s.api_token or not is_loopback(s.api_host):
+        _open = False
+        return False
+    if _open is None or time.monotonic() - _open_checked > OPEN_RECHECK_S:
+        _open = not tokens.any_issued()
+        _open_checked = time.monotonic()
+    return _open
 
 
 def _admin_marker(token: str) -> str:

@@ -13,8 +13,12 @@ machine only. Then bodies are read only by routes, after authentication (``json_
 - **Open mode is for this machine.** Without ``SITUATE_API_TOKEN`` or any token issued the API
   trusts its loopback bind address; a web page elsewhere can still reach it through the browser
   (a form post, or a DNS name rebound to 127.0.0.1), so only a loopback ``Host`` is answered
-  (421 otherwise), and JSON routes take ``Content-Type: application/json`` only (415), which no
-  HTML form can send without the browser asking first (CORS preflight, never granted here).
+  (421 otherwise), and no request that changes anything (POST, PUT, DELETE, PATCH: uploads, the
+  bodiless ``refresh`` and ``reindex/…`` too) is taken from another site: a browser says where a
+  request comes from (``Sec-Fetch-Site``, ``Origin``), and one from elsewhere is refused (403).
+  A client that is not a browser (curl, the SDK) sends neither and is served. JSON routes also
+  take ``Content-Type: application/json`` only (415), which no HTML form can send without the
+  browser asking first (CORS preflight, never granted here).
 """
 
 from __future__ import annotations
@@ -57,9 +61,13 @@ class RequestGuard:
             return await _answer(send, 400, "Content-Length and Transfer-Encoding together: send one (RFC 9112 6.1)")
         if len(set(lengths)) > 1 or (lengths and not lengths[0].strip().isdigit()):
             return await _answer(send, 400, "Content-Length must be one number")
-        if auth.open_mode() and not auth.loopback_host_header(_header(headers, b"host")):
-            return await _answer(send, 421, "this API has no token configured and answers its own machine only "
-                                            "(Host: localhost, 127.0.0.1 or [::1])")
+        if auth.open_mode():
+            if not auth.loopback_host_header(_header(headers, b"host")):
+                return await _answer(send, 421, "this API has no token configured and answers its own machine only "
+                                                "(Host: localhost, 127.0.0.1 or [::1])")
+            if scope.get("method") not in SAFE_METHODS and not same_origin(headers, scope.get("scheme", "http")):
+                return await _answer(send, 403, "this API has no token configured: it takes no request that changes "
+                                                "anything from another site")
         limit = SMALL_BODY_BYTES if scope.get("path") in UNAUTHENTICATED_BODIES else get_settings().max_request_bytes
         if lengths and int(lengths[0]) > limit:
             return await _answer(send, 413, f"request body over {limit:,} bytes (SITUATE_MAX_REQUEST_BYTES)")
@@ -85,6 +93,20 @@ class RequestGuard:
         except BodyTooLarge as e:  # read outside a route (a handler would have answered it)
             if not started:
                 await _answer(send, 413, str(e.detail))
+
+
+SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+
+
+def same_origin(headers: list[tuple[bytes, bytes]], scheme: str) -> bool:
+    """Whether a browser sent this from a page of this very API (or a person typed it): its
+    ``Sec-Fetch-Site`` says so, or its ``Origin`` is this host. A client that sends neither is
+    not a browser, and no web page can make a browser leave both out."""
+    site = _header(headers, b"sec-fetch-site")
+    if site is not None and site not in ("same-origin", "none"):
+        return False
+    origin = _header(headers, b"origin")
+    return origin is None or origin == f"{scheme}://{_header(headers, b'host')}"
 
 
 def _header(headers: list[tuple[bytes, bytes]], name: bytes) -> str | None:
@@ -120,9 +142,15 @@ async def json_body(request: Request) -> Any:
     return await run_in_threadpool(parse_json, raw)
 
 
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
+
+
 def parse_json(raw: bytes | bytearray) -> Any:
+    """JSON as RFC 8259 has it: Python's parser also takes ``NaN`` and ``Infinity``, numbers no
+    field of ours can hold (a NaN weight would reach the index as a 500)."""
     try:
-        return json.loads(raw)
+        return json.loads(raw, parse_constant=_not_json)
     except RecursionError:
         raise HTTPException(400, "the body's JSON is nested too deeply") from None
     except (ValueError, UnicodeDecodeError):

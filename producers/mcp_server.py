@@ -33,14 +33,14 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import CallToolResult, TextContent
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
 from producers import auth
-from producers.retrieval.hits import HitOut, SearchOut, citation
+from producers.retrieval.hits import HitOut, SearchIn, SearchOut, citation
 from producers.retrieval.search import search as search_index
 from workers import errors
 from workers.storage import catalog, chunk_index, states
@@ -112,7 +112,7 @@ def _public(fn: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
             raise
         except errors.Denied as e:
             raise ToolError(f"not allowed: {e}") from None
-        except (errors.CollectionError, ValueError) as e:
+        except (errors.CollectionError, ValueError, errors.ProviderUnavailable, errors.ProviderRefused) as e:
             raise ToolError(str(e)) from None
         except Exception:
             error_id = uuid.uuid4().hex[:12]
@@ -201,8 +201,13 @@ def build(caller: Caller) -> SituateMCP:
         auth.authorize(principal, collection, "read")
         if not 1 <= k <= MAX_K:
             raise ToolError(f"k must be between 1 and {MAX_K}")
+        try:  # the limits of the API's search route: query length, filter values and their types
+            body = SearchIn.model_validate({"query": query, "k": k, "filters": filters})
+        except ValidationError as e:
+            first = e.errors()[0]
+            raise ToolError(f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}") from None
         config = catalog.load(collection)
-        hits = await anyio.to_thread.run_sync(lambda: search_index(config, query, k, filters))
+        hits = await anyio.to_thread.run_sync(lambda: search_index(config, body.query, body.k, body.filters))
         out = SearchOut(hits=[HitOut.of(h) for h in hits])
         lines = [f"{i}. {citation(h.doc_id, h.pages, h.section)} (chunk {h.chunk}, score {h.score:.3f})\n"
                  f"   {h.text[:600]}" for i, h in enumerate(out.hits, 1)]

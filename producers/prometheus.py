@@ -33,13 +33,20 @@ COUNTERS = {
     "llm_cost_usd": ("situate_llm_cost_usd", "What the LLM calls cost, in US dollars.", ["collection", "model"]),
     "llm_best_read_tokens": ("situate_llm_best_read_tokens",
                              "Cache reads the same calls could have had at best.", ["collection", "model"]),
-    "llm_faults": ("situate_llm_faults", "Provider faults (kind: http_429, http_529, http_5xx); each is "
-                   "retried until the attempts or the patience run out.", ["collection", "model", "kind"]),
+    "llm_faults": ("situate_llm_faults", "LLM provider faults (kind: connection, timeout, http_408, http_429, "
+                   "http_529, http_5xx); each is retried until the attempts or the patience run out.",
+                   ["collection", "model", "kind"]),
+    "provider_faults": ("situate_provider_faults", "Transient faults of the other calls out of the process "
+                        "(provider: voyage, voyage-context, bedrock, cohere, s3; kind as llm_faults), each retried "
+                        "in place.", ["provider", "kind"]),
     "reconciled": ("situate_reconciled", "Documents the reconciler sent on again: in flight, not moving, and no "
                    "message anywhere (stage: the task sent).", ["stage"]),
     "index_write_blocked": ("situate_index_write_blocked", "Index writes that met a block (a full disk: "
                             "OpenSearch's flood-stage watermark, or an operator's write block); retried.",
                             ["collection"]),
+    "checkpoints_unconfirmed": ("situate_checkpoints_unconfirmed", "Contexts a replica did not confirm within "
+                                "a second (WAIT 1): on the master alone, paid again if it fails over before "
+                                "passing them on.", []),
     "stage_transient_retries": ("situate_stage_transient_retries",
                                 "A stage run again in place: Redis, OpenSearch or the broker unreachable.",
                                 ["stage"]),

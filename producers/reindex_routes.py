@@ -19,7 +19,7 @@ router = APIRouter()
 class ShapingIn(BaseModel):
     """The settings that shape an index, as a request names them (creation, reindex)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     contextualizer: str | None = Field(None, max_length=64)
     model: str | None = Field(None, max_length=256)

@@ -15,11 +15,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, cast
 
 from producers.loaders import BINARY_SUFFIXES, too_big
 from producers.submit import RawDocument
+from workers import faults
+from workers.connections import s3_client
+from workers.errors import ProviderRefused, ProviderUnavailable
 from workers.settings import get_settings
 from workers.storage import states
 
@@ -53,13 +57,10 @@ class Listing:
 def documents(collection: str, url: str, listing: Listing | None = None, client: Any = None) -> Iterator[RawDocument]:
     """The prefix's objects that changed since this collection last took them, as documents
     (``remember`` each once accepted)."""
-    import boto3
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    s3 = client or boto3.client("s3")
+    s3 = client or s3_client()
     bucket, prefix = parse(url)
     listing = listing if listing is not None else Listing()
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+    for page in _pages(s3, bucket, prefix):
         objects = [o for o in page.get("Contents", [])]
         listing.objects += len(objects)
         wanted = [o for o in objects if not o["Key"].endswith("/")
@@ -77,14 +78,33 @@ def documents(collection: str, url: str, listing: Listing | None = None, client:
             if error:  # from the listing: a 50 GB object is never downloaded to find out
                 yield RawDocument(doc_id, None, metadata, error=error)
                 continue
-            try:  # IfMatch: the version listed, not one written since
-                stream = s3.get_object(Bucket=bucket, Key=obj["Key"], IfMatch=obj["ETag"])["Body"]
-                body = stream.read(get_settings().max_document_bytes + 1)  # at most one byte past the limit
-                stream.close()
-            except (BotoCoreError, ClientError) as e:  # gone or changed meanwhile: this one fails alone
+            try:
+                body = faults.call(partial(_read, s3, bucket, obj), "s3")
+            except (ProviderRefused, ProviderUnavailable) as e:  # gone or changed meanwhile: this one fails alone
                 yield RawDocument(doc_id, None, metadata, error=f"cannot read {doc_id}: {e}")
                 continue
             yield RawDocument(doc_id, body, metadata, name=PurePosixPath(obj["Key"]).name)
+
+
+def _pages(s3: Any, bucket: str, prefix: str) -> Iterator[dict[str, Any]]:
+    """The listing, a page at a time, each page's call retried on its own (``faults.call``)."""
+    token: str | None = None
+    while True:
+        extra = {"ContinuationToken": token} if token else {}
+        page: dict[str, Any] = faults.call(partial(s3.list_objects_v2, Bucket=bucket, Prefix=prefix, **extra), "s3")
+        yield page
+        token = page.get("NextContinuationToken") if page.get("IsTruncated") else None
+        if not token:
+            return
+
+
+def _read(s3: Any, bucket: str, obj: dict[str, Any]) -> bytes:
+    """The object at the version listed (``IfMatch``), at most one byte past the size limit."""
+    stream = s3.get_object(Bucket=bucket, Key=obj["Key"], IfMatch=obj["ETag"])["Body"]
+    try:
+        return cast("bytes", stream.read(get_settings().max_document_bytes + 1))
+    finally:
+        stream.close()
 
 
 def remember(collection: str, doc_id: str, listing: Listing) -> None:

@@ -24,6 +24,7 @@ from workers.documents import (
     check_doc_id,
     check_metadata,
     check_text,
+    check_unicode,
     content_version,
     decode_body,
     metadata_hash,
@@ -45,7 +46,7 @@ class RawDocument:
     """A document as a producer found it: text or bytes not yet validated, or a load error."""
 
     doc_id: str
-    body: bytes | str | None
+    body: bytes | bytearray | str | None  # a bytearray: an upload as it was read, not copied
     metadata: dict[str, Any] = field(default_factory=dict)
     chunks: list[dict[str, Any]] | None = None
     error: str | None = None  # set by a loader that could not read it at all
@@ -57,7 +58,7 @@ class RawDocument:
 class Original:
     """A file a worker is to extract (detected by content): its bytes and media type."""
 
-    data: bytes
+    data: bytes | bytearray
     media_type: str
 
 
@@ -71,9 +72,9 @@ class Submission:
 
 def original_of(raw: RawDocument, max_bytes: int) -> Original | None:
     """The file as an original to extract in a worker, or None when it is text (read as before)."""
-    if not isinstance(raw.body, bytes):
+    if not isinstance(raw.body, (bytes, bytearray)):
         return None
-    if not raw.body.strip():  # before the format: an empty report.pdf is empty, not a broken PDF
+    if not raw.body or raw.body.isspace():  # before the format: an empty report.pdf is empty, not a broken PDF
         raise BadDocument("empty document (no text)")
     try:
         media_type = detect.media_type(raw.body, raw.name or raw.doc_id, raw.media_type)
@@ -95,13 +96,13 @@ def validate(raw: RawDocument, max_bytes: int) -> tuple[str | Original, list[Chu
     check_doc_id(raw.doc_id)
     if raw.body is None:
         raise BadDocument("document has no text")
-    if not isinstance(raw.body, (str, bytes)):
+    if not isinstance(raw.body, (str, bytes, bytearray)):
         raise BadDocument(f"text must be a string, not {type(raw.body).__name__}")
     original = original_of(raw, max_bytes)
     if original is not None:
         check_metadata(raw.metadata)
         return original, None
-    text = decode_body(raw.body, max_bytes) if isinstance(raw.body, bytes) else check_text(raw.body, max_bytes)
+    text = decode_body(raw.body, max_bytes) if isinstance(raw.body, (bytes, bytearray)) else check_text(raw.body, max_bytes)
     check_metadata(raw.metadata)
     chunks = None
     if raw.chunks is not None:
@@ -117,6 +118,8 @@ def validate(raw: RawDocument, max_bytes: int) -> tuple[str | Original, list[Chu
             raise BadDocument("chunks must be a non-empty list with distinct chunk numbers")
         if any(not c.text.strip() for c in chunks):
             raise BadDocument("a pre-made chunk is empty")
+        for c in chunks:
+            check_unicode(c.text, f"pre-made chunk {c.n}")
         size = sum(len(c.text.encode("utf-8", errors="surrogatepass")) for c in chunks)
         if size > max_bytes:  # the chunks are stored and embedded too: the same limit as the text
             raise BadDocument(f"pre-made chunks are {size:,} bytes, over the limit of {max_bytes:,} "

@@ -10,6 +10,8 @@ services are not on loopback, they are reached as their URLs say:
 - OpenSearch: ``https://user:password@host:9200`` (``SITUATE_OPENSEARCH_CA_CERTS``), or Amazon
   OpenSearch Service with SigV4 request signing (``SITUATE_OPENSEARCH_AUTH=sigv4``: boto3's
   credential chain, ``SITUATE_OPENSEARCH_REGION``, service ``es`` or ``aoss``).
+- S3 (bodies, ``ingest s3://``): boto3's credential chain and ``AWS_ENDPOINT_URL_S3``, with its
+  own retries off: ``workers.faults`` retries every call out of the process, one way.
 
 Credentials stay in these clients: printed URLs go through ``logs.mask_url``.
 """
@@ -137,3 +139,13 @@ def opensearch_options() -> dict[str, Any]:
 @lru_cache(maxsize=1)
 def opensearch_client() -> OpenSearch:
     return OpenSearch(**opensearch_options())
+
+
+@lru_cache(maxsize=1)
+def s3_client() -> Any:
+    """boto3's S3 client: one attempt per call (``faults.call`` makes the others), timeouts bounded."""
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client("s3", config=Config(retries={"max_attempts": 1, "mode": "standard"}, connect_timeout=10,
+                                            read_timeout=get_settings().provider_timeout_s))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -43,7 +44,7 @@ def content_version(text: str, chunks: list[ChunkInput] | None = None) -> str:
     return h.hexdigest()[:20]
 
 
-def original_version(data: bytes) -> str:
+def original_version(data: bytes | bytearray) -> str:
     """The version of a file kept as its original bytes (a PDF, an Office file): their hash."""
     return hashlib.sha256(data).hexdigest()[:20]
 
@@ -52,7 +53,7 @@ def metadata_hash(metadata: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(metadata, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def decode_body(raw: bytes, max_bytes: int) -> str:
+def decode_body(raw: bytes | bytearray, max_bytes: int) -> str:
     """Bytes from a file or request -> text, or BadDocument with the reason."""
     if len(raw) > max_bytes:
         raise BadDocument(
@@ -63,7 +64,7 @@ def decode_body(raw: bytes, max_bytes: int) -> str:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise BadDocument(f"not valid UTF-8 (byte {e.start}: {raw[e.start:e.start + 4]!r})") from None
+        raise BadDocument(f"not valid UTF-8 (byte {e.start}: {bytes(raw[e.start:e.start + 4])!r})") from None
     return check_text(text, max_bytes)
 
 
@@ -74,16 +75,21 @@ def check_text(text: str, max_bytes: int) -> str:
         raise BadDocument(f"document is {size:,} bytes, over the limit of {max_bytes:,} (SITUATE_MAX_DOCUMENT_BYTES)")
     if "\x00" in text:
         raise BadDocument("binary content (NUL characters): not a text document")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise BadDocument("text contains unpaired surrogates: not valid Unicode") from None
+    check_unicode(text, "text")
     if not text.strip():
         raise BadDocument("empty document (no text)")
     control = sum(1 for ch in text[:65536] if ord(ch) < 32 and ch not in "\n\r\t\f\v")
     if control > 0.05 * min(len(text), 65536):
         raise BadDocument("binary content (mostly control characters): not a text document")
     return text
+
+
+def check_unicode(text: str, what: str) -> None:
+    """Text that UTF-8 can hold: a lone surrogate (JSON may carry ``\\ud800``) cannot be stored."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise BadDocument(f"{what} contains unpaired surrogates: not valid Unicode") from None
 
 
 def check_doc_id(doc_id: str) -> str:
@@ -122,11 +128,15 @@ def check_metadata(metadata: Any) -> dict[str, Any]:
             for inner in value:
                 if isinstance(inner, (dict, list)):
                     raise BadDocument("metadata lists hold plain values (strings, numbers, booleans)")
+                walk(inner, depth, keys)
+        elif isinstance(value, float) and not math.isfinite(value):
+            raise BadDocument(f"metadata value {value} is not a JSON number")
         elif not (value is None or isinstance(value, (str, int, float, bool))):
             raise BadDocument(f"metadata value of type {type(value).__name__} is not JSON")
 
     keys = [0]
     walk(metadata, 1, keys)
+    check_unicode(json.dumps(metadata, ensure_ascii=False, default=str), "metadata")
     if keys[0] > METADATA_KEYS:
         raise BadDocument(f"metadata has {keys[0]} keys, over the limit of {METADATA_KEYS}")
     size = len(json.dumps(metadata, default=str))

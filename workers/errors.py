@@ -65,6 +65,10 @@ class WriteNotNow(WriteRefused):
     """OpenSearch said "not now" (429, 5xx, a write block): the same write may be tried again."""
 
 
+class StoreFull(PublicError, RuntimeError):
+    """Redis has no room now for what a stage is about to write: the stage waits and tries again."""
+
+
 # Contextualizers
 class LLMError(PublicError, RuntimeError):
     """A chunk that cannot be situated (after retries, or a permanent refusal)."""
@@ -75,11 +79,22 @@ class LocalLLMError(LLMError):
 
 
 class ProviderFault(Exception):
-    """A retryable provider answer: ``kind`` is http_429, http_529 or http_5xx. Not public."""
+    """A transient fault of a call out of the process (``workers.faults``): ``kind`` is
+    connection, timeout, http_408, http_429, http_529 or http_5xx. Not public: it is retried."""
 
     def __init__(self, kind: str, retry_after: float | None = None, detail: str = ""):
         super().__init__(f"{kind}: {detail}"[:300])
         self.kind, self.retry_after = kind, retry_after
+
+
+class ProviderRefused(PublicError, RuntimeError):
+    """A paid API or S3 refused a request for good (a bad input, a missing model, a wrong key):
+    its own message. Asking again would be paying again for the same answer."""
+
+
+class ProviderUnavailable(PublicError, RuntimeError):
+    """A paid API or S3 kept failing transiently past the attempts of one call: the stage runs
+    again in place, as for an unreachable Redis (``pipeline.guard``)."""
 
 
 # Producers

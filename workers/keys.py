@@ -24,6 +24,11 @@ def namespace(family: str) -> str:
 
 
 # Collections (storage/catalog.py)
+COLLECTIONS = _key("collections")  # the set of their names (generations being built included)
+DROPPING = _key("droppings")  # the set of those whose drop has not finished
+CATALOG_INDEXED = _key("collections", "indexed")  # the sets were filled from a scan, once
+
+
 def collection(name: str) -> str:
     return _key("collection", name)
 

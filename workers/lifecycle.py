@@ -49,6 +49,7 @@ def ensure(name: str, **requested: Any) -> CollectionConfig:
         return existing
     _refuse_while_dropping(name)
     config = _new_config(name, requested)
+    chunk_index.check_free(config)  # an index of that name another collection owns (an old build's)
     if not catalog.store_new(config):  # created meanwhile by another producer: check against it
         return ensure(name, **requested)
     chunk_index.ensure_index(config)
@@ -101,7 +102,9 @@ def _new_config(name: str, requested: dict[str, Any]) -> CollectionConfig:
     # SITUATE_RERANKER, at query time) unless asked.
     values = {f: getattr(s, f) for f in SHAPING_FIELDS + SEARCH_FIELDS if hasattr(s, f) and f != "reranker"}
     values.update(requested)
-    config = CollectionConfig(name=name, generation=uuid.uuid4().hex[:12], created=round(time.time(), 3), **values)
+    generation = uuid.uuid4().hex[:12]
+    config = CollectionConfig(name=name, generation=generation, collection_id=generation, created=round(time.time(), 3),
+                              index=catalog.index_for(name, 1), **values)
     if not config.embedder:  # not named: the local model that reads the collection's language
         config.embedder = EMBEDDER_FOR_LANGUAGE[config.language]
     if config.embed_context is None:
@@ -113,7 +116,8 @@ def rebuilt(live: CollectionConfig, changes: dict[str, Any]) -> CollectionConfig
     """``live`` with ``changes`` (shaping settings), checked as a new collection is: the next
     generation a reindex builds. A new language brings its embedder, and a new contextualizer
     its embedding of contexts and default model, unless those are named too."""
-    values = {**live.model_dump(), **changes, "index_generation": live.index_generation + 1}
+    values = {**live.model_dump(), **changes, "index_generation": live.index_generation + 1,
+              "index": catalog.index_for(live.name, live.index_generation + 1), "collection_id": live.owner_id}
     if "language" in changes and "embedder" not in changes and live.embedder == EMBEDDER_FOR_LANGUAGE[live.language]:
         values["embedder"], values["embed_model"] = EMBEDDER_FOR_LANGUAGE[changes["language"]], ""
     if "embedder" in changes and "embed_model" not in changes:

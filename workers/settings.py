@@ -23,7 +23,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="SITUATE_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="SITUATE_", extra="ignore", populate_by_name=True)
 
     redis_url: str = "redis://127.0.0.1:6379/0"
     redis_ca_certs: str = ""          # CA bundle for rediss:// with a private CA
@@ -74,12 +74,16 @@ class Settings(BaseSettings):
     # its original bytes).
     max_document_bytes: int = 64_000_000
     max_chunks_per_document: int = 20_000
-    # Extracting a file (workers/extraction/), per document: pages, characters of text, wall time,
-    # and the extracting process's memory. Generous for real reports (500+ pages, minutes).
+    # Extracting a file (workers/extraction/), per document: pages, bytes of text (UTF-8; the name
+    # it had when it counted characters still works), wall time, the extracting process's memory,
+    # and CPU seconds per page read (after 10 s any file may take). Generous for real reports
+    # (500+ pages); a file built to be slow to read fails within seconds.
     max_pages: int = 2000
-    max_extracted_chars: int = 20_000_000
+    max_extracted_bytes: int = Field(20_000_000, validation_alias=AliasChoices(
+        "SITUATE_MAX_EXTRACTED_BYTES", "SITUATE_MAX_EXTRACTED_CHARS"))
     extract_timeout_s: float = 300
     extract_memory_mb: int = 2048
+    extract_cpu_s_per_page: float = 0.25
 
     # Delivery (see workers/pipeline/delivery.py). A worker that dies has its documents taken
     # up by another within ``recovery_s``; a live worker's tasks are never taken from it,
@@ -135,6 +139,9 @@ class Settings(BaseSettings):
     llm_document_concurrency: int = 16
     llm_max_attempts: int = 8              # 529/5xx/connection errors/timeouts per chunk
     llm_timeout_s: float = 120             # one call; a slower answer is retried (and may be paid twice)
+    # Any other call out of the process (embedders, rerankers, S3): how long it waits for an answer
+    # before it is a timeout, retried (workers/faults.py).
+    provider_timeout_s: float = 120
     llm_rate_limit_patience_s: float = 900  # how long a chunk keeps retrying 429s
     llm_max_output_tokens: int = 200
     llm_max_context_chars: int = 1500

@@ -16,7 +16,6 @@ Model ids come from ``SITUATE_RERANK_MODEL`` (default per provider in ``models``
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -24,7 +23,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from workers import models
+from workers import faults, models
 from workers.contextualizers.base import contextualized_text
 from workers.settings import get_credentials, get_settings
 
@@ -57,7 +56,7 @@ class VoyageReranker:
         self.client = voyage_client()
 
     def scores(self, query: str, documents: list[str]) -> list[float]:
-        results = self.client.rerank(query, documents, model=self.model).results
+        results = faults.call(lambda: self.client.rerank(query, documents, model=self.model).results, "voyage")
         return _in_order(len(documents), ((r.index, r.relevance_score) for r in results))
 
 
@@ -76,14 +75,14 @@ class BedrockReranker:
         body = {"query": query, "documents": documents, "top_n": len(documents)}
         if self.model.startswith("cohere."):
             body["api_version"] = 2
-        response = self.client.invoke_model(modelId=self.model, body=json.dumps(body),
-                                            contentType="application/json", accept="application/json")
-        results = json.loads(response["body"].read())["results"]
+        from workers.embedding.remote import invoke
+
+        results = invoke(self.client, self.model, body)["results"]
         return _in_order(len(documents), ((r["index"], r["relevance_score"]) for r in results))
 
 
 class CohereReranker:
-    """Cohere's v2 rerank wire format over plain HTTP, retried on 429 and 5xx."""
+    """Cohere's v2 rerank wire format over plain HTTP."""
 
     name = "cohere"
 
@@ -93,24 +92,19 @@ class CohereReranker:
         self.model = model or models.DEFAULT_RERANK_MODEL["cohere"]
         self.url = get_settings().cohere_url.rstrip("/") + "/v2/rerank"
         key = get_credentials().cohere_api_key
-        self.http = httpx.Client(timeout=60, headers={"Authorization": f"Bearer {key}"} if key else {})
+        self.http = httpx.Client(timeout=get_settings().provider_timeout_s,
+                                 headers={"Authorization": f"Bearer {key}"} if key else {})
 
     def scores(self, query: str, documents: list[str]) -> list[float]:
-        from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential_jitter
-
-        def retryable(e: BaseException) -> bool:
-            status = getattr(getattr(e, "response", None), "status_code", 0)
-            return status == 429 or status >= 500 or e.__class__.__name__ in ("ConnectError", "ReadTimeout")
-
-        @retry(retry=retry_if_exception(retryable), stop=stop_after_attempt(6),
-               wait=wait_exponential_jitter(multiplier=0.5, max=16), reraise=True)
         def call() -> dict[str, Any]:
             response = self.http.post(self.url, json={"model": self.model, "query": query, "documents": documents,
                                                       "top_n": len(documents)})
             response.raise_for_status()
-            return response.json()
+            answer: dict[str, Any] = response.json()
+            return answer
 
-        return _in_order(len(documents), ((r["index"], r["relevance_score"]) for r in call()["results"]))
+        results = faults.call(call, "cohere")["results"]
+        return _in_order(len(documents), ((r["index"], r["relevance_score"]) for r in results))
 
 
 class OnnxCrossEncoder:

@@ -17,7 +17,7 @@ from tests.support import cookbook_docs, use_services, wait_until
 def on_cluster(tmp_path_factory):
     """Three nodes on ports 9250-9252, and a Redis of the test's own: this process's clients,
     and the worker it starts, use both until the end."""
-    nodes = OpenSearchNodes("t3", 3, 9250)
+    nodes = OpenSearchNodes(f"t3-{uuid.uuid4().hex[:6]}", 3)
     redis = RedisServer(tmp_path_factory.mktemp("cluster-redis"))
     try:
         with use_services(redis_url=redis.url(), opensearch_url=nodes.urls):

@@ -203,3 +203,133 @@ def encrypted_pdf() -> bytes | None:
     out = io.BytesIO()
     writer.write(out)
     return out.getvalue()
+
+
+# -- files a hostile tenant sends to harm the others (Security III) -------------------------------
+
+def _rewrite_part(data: bytes, part: str, change) -> bytes:
+    """The zip ``data`` with one part's bytes replaced by ``change(its bytes)``."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(data)) as src, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
+        for info in src.infolist():
+            body = src.read(info.filename)
+            dst.writestr(info.filename, change(body) if info.filename == part else body)
+    return out.getvalue()
+
+
+def noisy_xlsx(path: Path) -> bytes:
+    """A workbook whose named style points at a cell format of 4,299 digits: openpyxl *prints*
+    "<the number> is out of range" to stdout before it fails."""
+    import re
+
+    plain = xlsx(path, {"Sheet": [["quarter", "sales"], ["Q1", 10]]}).read_bytes()
+    return _rewrite_part(plain, "xl/styles.xml",
+                         lambda b: re.sub(rb'(<cellStyle [^>]*xfId=")0"', rb'\g<1>' + b"9" * 4299 + b'"', b, count=1))
+
+
+def emoji_xlsx(emoji: int = 10_000, cells: int = 1_990, char: str = "\U0001F600") -> bytes:
+    """One shared string of ``emoji`` emoji (or ``char``), referenced by ``cells`` cells: ~12 KB
+    on disk, ``emoji * cells`` characters of text, four bytes each in UTF-8 (twelve as JSON
+    escapes). Written part by part: openpyxl would write the string into every cell."""
+    ns = 'xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"'
+    rel = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
+    rows = "".join(f'<row r="{r + 1}">' + "".join(f'<c r="{chr(65 + c)}{r + 1}" t="s"><v>0</v></c>' for c in range(10))
+                   + "</row>" for r in range(cells // 10))
+    parts = {
+        "[Content_Types].xml": '<?xml version="1.0"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/'
+        'content-types"><Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships+xml"/>'
+        '<Default Extension="xml" ContentType="application/xml"/><Override PartName="/xl/workbook.xml" ContentType='
+        '"application/vnd.openxmlformats-officedocument.spreadsheetml.sheet.main+xml"/><Override PartName="/xl/'
+        'worksheets/sheet1.xml" ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.worksheet+xml"/>'
+        '<Override PartName="/xl/sharedStrings.xml" ContentType="application/vnd.openxmlformats-officedocument.'
+        'spreadsheetml.sharedStrings+xml"/></Types>',
+        "_rels/.rels": f'<?xml version="1.0"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/'
+        f'relationships"><Relationship Id="rId1" Type="{rel}/officeDocument" Target="xl/workbook.xml"/></Relationships>',
+        "xl/workbook.xml": f'<?xml version="1.0"?><workbook {ns} xmlns:r="{rel}"><sheets><sheet name="Sheet" sheetId="1" '
+        'r:id="rId1"/></sheets></workbook>',
+        "xl/_rels/workbook.xml.rels": f'<?xml version="1.0"?><Relationships xmlns="http://schemas.openxmlformats.org/'
+        f'package/2006/relationships"><Relationship Id="rId1" Type="{rel}/worksheet" Target="worksheets/sheet1.xml"/>'
+        f'<Relationship Id="rId2" Type="{rel}/sharedStrings" Target="sharedStrings.xml"/></Relationships>',
+        "xl/worksheets/sheet1.xml": f'<?xml version="1.0"?><worksheet {ns}><sheetData>{rows}</sheetData></worksheet>',
+        "xl/sharedStrings.xml": f'<?xml version="1.0" encoding="UTF-8"?><sst {ns} count="{cells}" uniqueCount="1">'
+        f'<si><t>{char * emoji}</t></si></sst>',
+    }
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as z:
+        for name, text in parts.items():
+            z.writestr(name, text.encode("utf-8"))
+    return out.getvalue()
+
+
+def doctype_xlsx(path: Path, comment_bytes: int = 5_000) -> bytes:
+    """A workbook whose sheet declares an internal entity after a long comment (past the first
+    4,096 bytes a prefix check read), and uses it in a cell."""
+    plain = xlsx(path, {"Sheet": [["word"], ["PLACEHOLDER"]]}).read_bytes()
+
+    def declare(body: bytes) -> bytes:
+        declaration = body[:body.index(b"?>") + 2] if body.startswith(b"<?xml") else b""
+        rest = body[len(declaration):].replace(b"PLACEHOLDER", b"INTERNALENTITY&e;INTERNALENTITY&e;")
+        return declaration + b"<!--" + b"x" * comment_bytes + b'--><!DOCTYPE worksheet [<!ENTITY e "EXPANDED">]>' + rest
+    return _rewrite_part(plain, "xl/worksheets/sheet1.xml", declare)
+
+
+def xobject_bomb(pages: int, wide: int = 10, deep: int = 5) -> bytes:
+    """A PDF whose every page draws one form XObject that draws ``wide`` copies of the next,
+    ``deep`` levels down to a leaf with one word of text: ``wide ** deep`` draws a page from a few
+    hundred bytes in all (0.7 s of pdfium a page here, 340 KB for 2,000 pages)."""
+    objects: list[bytes] = []
+
+    def add(body: bytes) -> int:
+        objects.append(body)
+        return len(objects)
+
+    catalog, pages_obj = add(b""), add(b"")
+    font = add(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
+
+    def form(content: bytes, resources: bytes) -> int:
+        return add(b"<< /Type /XObject /Subtype /Form /BBox [0 0 612 792] /Resources " + resources
+                   + b" /Length %d >>\nstream\n" % len(content) + content + b"\nendstream")
+
+    level = form(b"BT /F1 9 Tf 72 700 Td (kelp) Tj ET", b"<< /Font << /F1 %d 0 R >> >>" % font)
+    for _ in range(deep):
+        level = form(b"q /X Do Q\n" * wide, b"<< /XObject << /X %d 0 R >> >>" % level)
+    content = add(b"<< /Length 8 >>\nstream\n/X Do   \nendstream")
+    kids = [add(b"<< /Type /Page /Parent %d 0 R /MediaBox [0 0 612 792] /Resources << /XObject << /X %d 0 R >> >> "
+                b"/Contents %d 0 R >>" % (pages_obj, level, content)) for _ in range(pages)]
+    objects[pages_obj - 1] = b"<< /Type /Pages /Kids [" + b" ".join(b"%d 0 R" % k for k in kids) + b"] /Count %d >>" % pages
+    objects[catalog - 1] = b"<< /Type /Catalog /Pages %d 0 R >>" % pages_obj
+    out = io.BytesIO()
+    out.write(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(out.tell())
+        out.write(b"%d 0 obj\n" % number + body + b"\nendobj\n")
+    xref = out.tell()
+    out.write(b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1))
+    out.write(b"".join(b"%010d 00000 n \n" % o for o in offsets))
+    out.write(b"trailer\n<< /Size %d /Root %d 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, catalog, xref))
+    return out.getvalue()
+
+
+def zip_directory(entries: int) -> bytes:
+    """An OOXML-looking zip (its first part a Word document's) whose central directory lists
+    ``entries`` entries, all of them that one part (overlapping entries cost nothing to add):
+    ~55 bytes an entry of directory that a reader parses whole (1.3 M entries: 70 MB). Written by
+    hand: zipfile would take minutes."""
+    import struct
+    import zlib
+
+    name, body = b"word/document.xml", b'<?xml version="1.0"?><w:document/>'
+    crc = zlib.crc32(body)
+    local = struct.pack("<4sHHHHHIIIHH", b"PK\x03\x04", 20, 0, 0, 0, 0, crc, len(body), len(body), len(name), 0) + name + body
+    record = struct.pack("<4sHHHHHHIIIHHHHHII", b"PK\x01\x02", 20, 20, 0, 0, 0, 0, crc, len(body), len(body),
+                         len(name), 0, 0, 0, 0, 0, 0) + name
+    directory = record * entries
+    start = len(local)
+    if entries <= 0xFFFF:
+        return local + directory + struct.pack("<4sHHHHIIH", b"PK\x05\x06", 0, 0, entries, entries, len(directory), start, 0)
+    record_at = start + len(directory)  # zip64: the counts in a zip64 end record, found through its locator
+    return (local + directory
+            + struct.pack("<4sQHHIIQQQQ", b"PK\x06\x06", 44, 45, 45, 0, 0, entries, entries, len(directory), start)
+            + struct.pack("<4sIQI", b"PK\x06\x07", 0, record_at, 1)
+            + struct.pack("<4sHHHHIIH", b"PK\x05\x06", 0, 0, 0xFFFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0))

@@ -139,6 +139,39 @@ def submit(collection: str, docs: list[dict], **settings) -> list:
     return submit_all(config, raws)
 
 
+@dataclass
+class Pace:
+    """How fast this run goes on this machine, measured before its fault: the deadlines after the
+    fault are multiples of it, so a busy machine (or a slow one) gets longer ones, and a fault that
+    stalls the pipeline still misses them by far (a lost message waits an hour, not seconds)."""
+
+    seconds_per_document: float
+
+    @classmethod
+    def of_first(cls, collection: str, since: float, n: int = 5, timeout: float = 900) -> Pace:
+        """Wait for ``n`` documents indexed (``since``: when they were submitted); their pace."""
+        from tests.support import wait_until
+
+        wait_until(lambda: _indexed(collection) >= n, timeout, f"the first {n} documents")
+        return cls(max(0.05, (time.monotonic() - since) / n))
+
+    def deadline(self, documents: int, extra_s: float = 0.0, slack: float = 4.0, floor_s: float = 120.0) -> float:
+        """Seconds ``documents`` may take at ``slack`` times this pace, after ``extra_s`` (what the
+        fault itself costs: a recovery time, a service down)."""
+        return max(floor_s, extra_s + slack * documents * self.seconds_per_document)
+
+
+def _indexed(collection: str) -> int:
+    from redis.exceptions import ConnectionError as RedisDown
+
+    from workers.storage import states
+
+    try:
+        return states.counts(collection).get("indexed", 0)
+    except RedisDown:
+        return 0
+
+
 def wait_done(collection: str, doc_ids: list[str], timeout: float) -> float:
     """Seconds until every document is indexed or failed; fails the test at ``timeout``."""
     from redis.exceptions import ConnectionError as RedisDown

@@ -14,8 +14,8 @@ import time
 import pytest
 from harness import RedisServer, free_port, stop
 
-from tests.faults.conftest import audit, documents, expected_of, report, submit, wait_done
-from tests.faults.test_faults import LLM, indexed_count
+from tests.faults.conftest import Pace, audit, documents, expected_of, report, submit, wait_done
+from tests.faults.test_faults import LLM
 from tests.support import use_services, wait_until
 
 MASTER = "situate-failover"
@@ -64,15 +64,16 @@ def test_redis_master_killed_mid_run_the_replica_takes_over(failover_redis, stan
     standin.configure()
     fleet(SITUATE_RECOVERY_S="5", SITUATE_RECONCILE_AFTER_S="15", SITUATE_RECONCILE_EVERY_S="3").start(2)
     docs = documents(60, tag="failover")
+    submitted = time.monotonic()
     submit(collection_name, docs, **LLM)
-    wait_until(lambda: indexed_count(collection_name) >= 5, 180, "the first documents")
+    pace = Pace.of_first(collection_name, submitted)
     fault = time.time()
     offsets = _replication(master).get("master_repl_offset"), _replication(replica).get("slave_repl_offset")
     os.kill(master.proc.pid, signal.SIGKILL)
     wait_until(lambda: _replication(replica).get("role") == "master", 60, "the sentinels to promote the replica")
     promoted_s = time.time() - fault
     in_flight = standin.in_flight_during(fault, time.time() + 5)
-    took = wait_done(collection_name, [d["id"] for d in docs], timeout=400)
+    took = wait_done(collection_name, [d["id"] for d in docs], timeout=pace.deadline(len(docs), extra_s=60 + 15))
     result = audit(collection_name, expected_of(docs), standin)
     report("Redis master killed -9, replica promoted", result, in_flight=in_flight,
            promoted_after_s=round(promoted_s, 1), offsets_at_kill=list(offsets), done_s_after_kill=round(took, 1))

@@ -80,3 +80,30 @@ def test_the_gate_admits_round_robin_up_to_its_bound_and_sends_again_what_nobody
             assert [e["id"] for e in again] == ["b1", "b2"], "the unconfirmed one goes first, sent again"
     finally:
         redis.stop()
+
+
+def test_a_collection_charged_for_slow_work_gives_its_turns_to_the_others():
+    """Turns were counted in messages: a file that took a minute to extract cost its collection
+    one turn. Charged for the turns it took, a collection is passed over that many times while
+    another waits."""
+    from workers.storage import fairqueue
+
+    queue, slow, quick = f"test-fair-{uuid.uuid4().hex[:6]}", f"t-slow-{uuid.uuid4().hex[:6]}", f"t-quick-{uuid.uuid4().hex[:6]}"
+
+    def park(collection: str, n: int) -> None:
+        fairqueue.park(queue, collection, {"id": f"{collection}-{n}", "task": "t", "args": [collection, f"d{n}"],
+                                           "priority": 0})
+
+    try:
+        for n in range(4):
+            park(slow, n)
+            park(quick, n)
+        fairqueue.charge(queue, slow, 2)
+        admitted = fairqueue.admit({queue: [f"{queue}:empty"]}, ahead=4, stale_s=60)
+        assert [e["collection"] for e in admitted] == [quick, quick, slow, quick]
+        admitted += fairqueue.admit({queue: [f"{queue}:empty"]}, ahead=4, stale_s=60)
+        assert [e["collection"] for e in admitted[4:]] == [slow, quick, slow, slow]  # debt paid: turns again
+    finally:
+        fairqueue.confirm([f"{c}-{n}" for c in (slow, quick) for n in range(4)])
+        fairqueue.forget_collection(slow)
+        fairqueue.forget_collection(quick)

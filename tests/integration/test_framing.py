@@ -15,7 +15,7 @@ import httpx
 import pytest
 from harness import Api, RedisServer
 
-from tests.support import running_api, use_services
+from tests.support import run_cli, running_api, use_services, wait_until
 
 ADMIN = "framing-admin-token-3f9a"
 LIMIT = 8_000_000  # SITUATE_MAX_REQUEST_BYTES for these runs: small, so memory growth is readable
@@ -191,6 +191,51 @@ def test_open_mode_answers_this_machine_only_and_no_browser_form(tmp_path, colle
                 assert form.status_code == 415
                 ok = httpx.post(f"{base}/documents", json={"id": "x", "text": "from this machine"})
                 assert ok.status_code == 202
+            finally:
+                server.stop()
+                from workers import lifecycle
+
+                lifecycle.delete(collection_name)
+    finally:
+        redis.stop()
+
+
+def test_open_mode_takes_no_write_from_another_site_and_never_reopens(tmp_path, collection_name):
+    """Open mode took cross-site writes that need no preflight: a multipart or ``text/plain``
+    upload, and the bodiless POSTs (``refresh``, ``reindex/finish``). And it was decided again
+    every 5 s, so revoking the last token (a collection's drop does) opened a closed API."""
+    redis = RedisServer(tmp_path / "redis")
+    try:
+        with use_services(redis_url=redis.url()):
+            server = Api(env={"SITUATE_REDIS_URL": redis.url(), "SITUATE_API_TOKEN": ""})
+            try:
+                base = f"{server.url}/v1/collections/{collection_name}"
+                assert httpx.put(base, json={"contextualizer": "none"}).status_code == 200
+                evil = {"Origin": "https://evil.example"}
+                cross = {"Sec-Fetch-Site": "cross-site"}
+                refused = {
+                    "text/plain upload": httpx.post(f"{base}/files", params={"id": "a.txt"}, content=b"pwned",
+                                                    headers={"Content-Type": "text/plain", **evil}),
+                    "multipart upload": httpx.post(f"{base}/files", files={"file": ("a.txt", b"pwned")}, headers=cross),
+                    "refresh": httpx.post(f"{base}/refresh", headers=evil),
+                    "reindex finish": httpx.post(f"{base}/reindex/finish", headers={**evil, **cross}),
+                    "a null origin": httpx.post(f"{base}/refresh", headers={"Origin": "null"}),
+                    "delete": httpx.delete(f"{base}/documents/a.txt", headers=cross),
+                }
+                for what, response in refused.items():
+                    assert response.status_code == 403, (what, response.status_code)
+                assert httpx.get(f"{base}/documents/a.txt").status_code == 404  # nothing was written
+                same = {"Origin": server.url, "Sec-Fetch-Site": "same-origin"}
+                assert httpx.post(f"{base}/refresh", headers=same).status_code == 200
+                assert httpx.post(f"{base}/files", params={"id": "b.txt"}, content=b"from curl",
+                                  headers={"Content-Type": "text/plain"}).status_code == 202  # no browser: served
+                from producers import auth
+
+                token, token_id = auth.create_token("*", "read", "closes-it")
+                wait_until(lambda: httpx.get(base).status_code == 401, 30, "the API to close once a token exists")
+                assert run_cli("token", "revoke", token_id, env={"SITUATE_REDIS_URL": redis.url()}).returncode == 0
+                time.sleep(6)  # past the open-mode recheck
+                assert httpx.get(base).status_code == 401  # closed for good
             finally:
                 server.stop()
                 from workers import lifecycle

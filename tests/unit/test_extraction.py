@@ -158,7 +158,7 @@ def test_a_file_past_the_time_or_memory_limit_stops_its_extractor_not_the_caller
         sandbox.extract(data, "application/pdf", "r.pdf", Limits(timeout_s=0.0))
     big = b"region,month,sales\n" + b"north,March,1234\n" * 2_000_000  # 34 MB of CSV: ~1 GB once parsed
     with pytest.raises(ExtractionError, match="MB"):
-        sandbox.extract(big, "text/csv", "big.csv", Limits(memory_mb=400, max_chars=10**9))
+        sandbox.extract(big, "text/csv", "big.csv", Limits(memory_mb=400, max_bytes=10**9))
     assert "Otterworks" in extract(data, "after.pdf").text
 
 

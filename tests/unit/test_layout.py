@@ -14,7 +14,7 @@ PACKAGES = ("workers", "producers")
 # imported by name from ops/
 OPS_MODULES = ("harness", "standin", "standin_cache", "standin_vectors", "standin_batches", "bench", "bench_common",
                "bench_retrieval", "bench_situate", "bench_memory", "bench_corpora", "bench_llm_cost", "bench_extractors",
-               "bench_reindex")
+               "bench_reindex", "bench_hostile", "bench_checkpoints", "faultproxy")
 MAX_LINES = 450
 
 # The layers, bottom up (ARCHITECTURE.md, "The tree"): a module imports from its own layer or
@@ -22,7 +22,7 @@ MAX_LINES = 450
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("workers.errors", "workers.keys", "workers.settings", "workers.logs")),
     ("services", ("workers.connections", "workers.models", "workers.documents", "workers.allowlist",
-                  "workers.chunking", "workers.metrics")),
+                  "workers.chunking", "workers.metrics", "workers.faults")),
     ("parts", ("workers.embedding", "workers.extraction", "workers.layout")),
     ("storage", ("workers.storage",)),
     ("contextualizers", ("workers.contextualizers", "workers.lifecycle")),

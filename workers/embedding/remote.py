@@ -2,8 +2,10 @@
 
 Requests stay within each model's per-request caps (``workers.models``). The clients honour
 their usual endpoint variables (``VOYAGE_BASE_URL`` here, since the Voyage SDK reads none;
-``AWS_ENDPOINT_URL_BEDROCK_RUNTIME``), which is how the tests point them at the stand-in. A 429
-or 5xx is retried with exponential backoff by each client. The rerankers reuse these clients.
+``AWS_ENDPOINT_URL_BEDROCK_RUNTIME``), which is how the tests point them at the stand-in. Their
+own retries are off: every request goes through ``faults.call``, which retries a dropped
+connection, a timeout, a 429 or a 5xx in place and counts it, and fails a refusal with the
+provider's message. The rerankers reuse these clients.
 """
 
 from __future__ import annotations
@@ -14,11 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from workers import models
+from workers import faults, models
 from workers.embedding.base import unit
 from workers.settings import get_settings
-
-MAX_ATTEMPTS = 8
 
 
 def _batches(texts: list[str], spec: models.EmbeddingSpec) -> list[list[str]]:
@@ -39,11 +39,12 @@ def _batches(texts: list[str], spec: models.EmbeddingSpec) -> list[list[str]]:
 def voyage_client() -> Any:
     import voyageai.client
 
-    return voyageai.client.Client(max_retries=MAX_ATTEMPTS, timeout=120, base_url=get_settings().voyage_base_url or None)
+    s = get_settings()
+    return voyageai.client.Client(max_retries=0, timeout=s.provider_timeout_s, base_url=s.voyage_base_url or None)
 
 
 class Voyage:
-    """Voyage ``embed`` with ``input_type`` document/query; the SDK retries 429 and 503."""
+    """Voyage ``embed`` with ``input_type`` document/query."""
 
     name = "voyage"
 
@@ -57,11 +58,16 @@ class Voyage:
             return np.zeros((0, self.dimension), dtype=np.float32)
         vectors = []
         for group in _batches(texts, self.spec):
-            vectors += self.client.embed(group, model=self.spec.id, input_type="document").embeddings
+            vectors += self._embed(group, "document")
         return unit(np.array(vectors))
 
     def embed_query(self, text: str) -> np.ndarray:
-        return unit(np.array(self.client.embed([text], model=self.spec.id, input_type="query").embeddings[0]))
+        return unit(np.array(self._embed([text], "query")[0]))
+
+    def _embed(self, texts: list[str], input_type: str) -> list[list[float]]:
+        embeddings: list[list[float]] = faults.call(
+            lambda: self.client.embed(texts, model=self.spec.id, input_type=input_type).embeddings, self.name)
+        return embeddings
 
 
 class VoyageContext(Voyage):
@@ -78,23 +84,39 @@ class VoyageContext(Voyage):
         part_spec = dataclasses.replace(self.spec, max_request_tokens=self.spec.max_text_tokens)
         vectors = []
         for part in _batches(texts, part_spec):
-            result = self.client.contextualized_embed([part], model=self.spec.id, input_type="document")
-            vectors += result.results[0].embeddings
+            vectors += self._embed(part, "document")
         return unit(np.array(vectors))
 
     def embed_query(self, text: str) -> np.ndarray:
-        result = self.client.contextualized_embed([[text]], model=self.spec.id, input_type="query")
-        return unit(np.array(result.results[0].embeddings[0]))
+        return unit(np.array(self._embed([text], "query")[0]))
+
+    def _embed(self, texts: list[str], input_type: str) -> list[list[float]]:
+        embeddings: list[list[float]] = faults.call(
+            lambda: self.client.contextualized_embed([texts], model=self.spec.id, input_type=input_type).results[0].embeddings,
+            self.name)
+        return embeddings
 
 
 def bedrock_runtime() -> Any:
-    """boto3 bedrock-runtime with the standard credential chain and endpoint variables;
-    adaptive retries absorb throttling (429) and 5xx."""
+    """boto3 bedrock-runtime with the standard credential chain and endpoint variables, one
+    attempt per call (``faults.call`` makes the others)."""
     import boto3
     from botocore.config import Config
 
-    return boto3.client("bedrock-runtime", config=Config(retries={"max_attempts": MAX_ATTEMPTS, "mode": "adaptive"},
-                                                        read_timeout=120))
+    return boto3.client("bedrock-runtime", config=Config(retries={"max_attempts": 1, "mode": "standard"},
+                                                        connect_timeout=10,
+                                                        read_timeout=get_settings().provider_timeout_s))
+
+
+def invoke(client: Any, model_id: str, body: dict[str, Any]) -> dict[str, Any]:
+    """One Bedrock ``invoke_model`` (embeddings, rerankers), its answer read whole inside the
+    retried call: a connection cut while the body streams is tried again too."""
+    def once() -> dict[str, Any]:
+        response = client.invoke_model(modelId=model_id, body=json.dumps(body), contentType="application/json",
+                                       accept="application/json")
+        answer: dict[str, Any] = json.loads(response["body"].read())
+        return answer
+    return faults.call(once, "bedrock")
 
 
 class Bedrock:
@@ -109,9 +131,7 @@ class Bedrock:
         self.cohere = self.spec.id.startswith("cohere.")
 
     def _invoke(self, body: dict[str, Any]) -> dict[str, Any]:
-        response = self.client.invoke_model(modelId=self.spec.id, body=json.dumps(body),
-                                            contentType="application/json", accept="application/json")
-        return json.loads(response["body"].read())
+        return invoke(self.client, self.spec.id, body)
 
     def _embed(self, texts: list[str], query: bool) -> np.ndarray:
         if not texts:

@@ -12,7 +12,6 @@ a file whose pages all lack text fails with that reason.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
 from workers.errors import ExtractionError
@@ -30,12 +29,12 @@ def _lines(raw: str) -> str:
     return "\n".join(" ".join(line.split()) for line in text.split("\n"))
 
 
-def extract(path: Path, limits: Limits, name: str = "") -> Extracted:
+def extract(data: bytes, limits: Limits, name: str = "") -> Extracted:
     import pypdfium2 as pdfium
 
     budget = Budget(limits)
     try:
-        pdf = pdfium.PdfDocument(str(path))
+        pdf = pdfium.PdfDocument(data)
     except pdfium.PdfiumError as e:
         reason = str(e)
         if "password" in reason.lower():
@@ -48,6 +47,7 @@ def extract(path: Path, limits: Limits, name: str = "") -> Extracted:
             raise ExtractionError(f"{total:,} pages, over the limit of {limits.max_pages:,} (SITUATE_MAX_PAGES)")
         if total == 0:
             raise ExtractionError("a PDF with no pages")
+        budget.expect_pages(total)
         raw_pages = []
         for i in range(total):
             page = pdf[i]
@@ -55,7 +55,8 @@ def extract(path: Path, limits: Limits, name: str = "") -> Extracted:
             text = _lines(textpage.get_text_range())
             textpage.close()
             page.close()
-            budget.spend(len(text))
+            budget.spend(text)
+            budget.page()
             raw_pages.append(text)
         properties = {k.lower(): str(v) for k, v in pdf.get_metadata_dict().items() if v}
         outline = _outline(pdf)

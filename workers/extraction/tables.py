@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import csv
 import io
-from pathlib import Path
 
 from workers.errors import ExtractionError
 from workers.extraction import cover
@@ -16,9 +15,8 @@ from workers.extraction.markdown import Writer, table
 MEDIA_TYPE = "text/csv"
 
 
-def extract(path: Path, limits: Limits, name: str = "") -> Extracted:
+def extract(raw: bytes, limits: Limits, name: str = "") -> Extracted:
     budget = Budget(limits)
-    raw = path.read_bytes()
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
@@ -32,7 +30,7 @@ def extract(path: Path, limits: Limits, name: str = "") -> Extracted:
     rows = []
     try:
         for row in csv.reader(io.StringIO(text), dialect):
-            budget.spend(sum(len(c) for c in row) + len(row))
+            budget.spend("|".join(row))
             rows.append(row)
     except csv.Error as e:
         raise ExtractionError(f"malformed CSV: {e}") from None

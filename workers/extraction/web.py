@@ -10,7 +10,6 @@ content, fails with that reason rather than indexing markup.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from workers.errors import ExtractionError
 from workers.extraction import cover
@@ -23,17 +22,16 @@ _HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*[¶#§]?\s*$")
 _ANCHOR = re.compile(r"\s*[¶§]\s*$")
 
 
-def extract(path: Path, limits: Limits, name: str = "") -> Extracted:
+def extract(raw: bytes, limits: Limits, name: str = "") -> Extracted:
     import trafilatura
 
     budget = Budget(limits)
-    raw = path.read_bytes()
     markdown = trafilatura.extract(raw, output_format="markdown", include_tables=True, include_formatting=True,
                                    include_links=False, include_images=False, include_comments=False,
                                    favor_recall=True, deduplicate=False)
     if not markdown or not markdown.strip():
         raise ExtractionError("no main text found in the HTML (empty, all navigation, or too deeply nested to parse)")
-    budget.spend(len(markdown))
+    budget.spend(markdown)
     meta = trafilatura.extract_metadata(raw)
     properties = {k: str(v) for k, v in {"title": getattr(meta, "title", None), "author": getattr(meta, "author", None),
                                          "date": getattr(meta, "date", None),

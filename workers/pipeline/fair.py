@@ -10,6 +10,7 @@ is the same task).
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from typing import Any
@@ -18,6 +19,8 @@ from workers.pipeline import sending
 from workers.pipeline.routing import all_queues, sublists
 from workers.settings import get_settings
 from workers.storage import fairqueue
+
+log = logging.getLogger("situate.fair")
 
 
 def send(task: str, args: tuple[Any, ...] | list[Any], queue: str, priority: int = 0, front: bool = False,
@@ -39,6 +42,15 @@ def admit(queues: list[str] | None = None) -> int:
     for e in entries:
         sending.send_task(e["task"], args=e["args"], queue=e["queue"], priority=e["priority"], task_id=e["id"])
     return len(entries)
+
+
+def charge(queue: str, collection: str, turns: float) -> None:
+    """The work a collection just had done on ``queue`` was worth ``turns`` more than one turn:
+    it gives that many up (``fairqueue.charge``). Never fails the work it accounts for."""
+    try:
+        fairqueue.charge(queue, collection, turns)
+    except Exception as e:  # noqa: BLE001 - Redis away: the accounting is lost, nothing else
+        log.warning("charging %s for its turns on %s: %s: %s", collection, queue, type(e).__name__, e)
 
 
 def stale_s() -> float:

@@ -22,17 +22,18 @@ from opensearchpy.exceptions import ConnectionError as OpenSearchConnectionError
 
 from workers import keys, metrics
 from workers.connections import REDIS_NOT_NOW, redis_client
-from workers.errors import BadDocument, PublicError, WriteNotNow
+from workers.errors import BadDocument, ProviderUnavailable, PublicError, StoreFull, WriteNotNow
 from workers.settings import get_settings
 from workers.storage import scripts, states
 
 log = logging.getLogger("situate.tasks")
 
 # Unreachable Redis, OpenSearch or broker (kombu's OperationalError: a message that could not be
-# sent), a Redis at maxmemory (its writes refused until memory is free), OpenSearch saying "not
-# now": the same work, tried again, will do.
+# sent), a Redis at maxmemory (its writes refused until memory is free) or without room for a
+# file's text yet, OpenSearch saying "not now", a paid API or S3 failing past one call's attempts
+# (``workers.faults``): the same work, tried again, will do.
 TRANSIENT: tuple[type[BaseException], ...] = (*REDIS_NOT_NOW, OpenSearchConnectionError, OperationalError, TimeoutError,
-                                              ConnectionError, WriteNotNow)
+                                              ConnectionError, WriteNotNow, StoreFull, ProviderUnavailable)
 RECORD_TTL_S = 7 * 24 * 3600
 
 def unit_of(task_name: str, args: Sequence[Any]) -> str | None:

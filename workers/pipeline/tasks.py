@@ -32,10 +32,10 @@ from workers.extraction.limits import Limits
 from workers.pipeline import fair, rebuild, reconcile  # noqa: F401 - reconcile: a heartbeat duty of every worker
 from workers.pipeline.app import app
 from workers.pipeline.guard import PipelineTask
-from workers.pipeline.routing import INDEX_QUEUE, contextualize_priority, document_queue
+from workers.pipeline.routing import CHUNK_QUEUE, INDEX_QUEUE, contextualize_priority, document_queue
 from workers.pipeline.sending import CHUNK_TASK, CONTEXTUALIZE_TASK, INDEX_TASK, POLL_BATCH_TASK, SLICE_TASK
 from workers.settings import get_settings
-from workers.storage import catalog, checkpoints, chunk_index, states
+from workers.storage import capacity, catalog, checkpoints, chunk_index, states
 from workers.storage.bodies import body_store
 
 if TYPE_CHECKING:
@@ -92,19 +92,29 @@ def chunk(collection: str, doc_id: str, version: str) -> None:
     states.set_state(collection, doc_id, version, states.CHUNKED, chunks_total=len(chunks), **facts)
 
 
+# What a chunk task's turn in the fair gate is worth: extraction beyond it is charged to the
+# collection as turns given up to the others (storage/fairqueue.py).
+TURN_S = 2.0
+
+
 def _extract(collection: str, doc_id: str, version: str, payload: dict[str, Any]) -> dict[str, Any]:
     """A file's original bytes -> its text and structure, in the sandbox, under limits. The text
-    replaces the original in the body store (later stages and a redelivery read it from there)."""
+    replaces the original in the body store (later stages and a redelivery read it from there),
+    once Redis has room for it (``capacity.make_room``: the producer only saw the file)."""
     original = body_store().get_original(collection, doc_id, version)
     if original is None:
         raise BadDocument("the file is gone from the body store (expired before a worker took it): submit it again")
     info = payload["original"]
+    started = time.monotonic()
     try:
         extracted = sandbox.extract(original, info["media_type"], info.get("name") or doc_id, Limits.from_settings())
     except ExtractionError as e:
         raise BadDocument(f"{detect.LABELS.get(info['media_type'], info['media_type'])}: {e}") from None
+    finally:
+        fair.charge(CHUNK_QUEUE, collection, (time.monotonic() - started) / TURN_S - 1)
     found = extracted.to_json()
     payload = {**payload, "text": found.pop("text"), "extracted": found}
+    capacity.wait_for_room(len(payload["text"].encode("utf-8")), "this file's text")
     body_store().put(collection, doc_id, version, payload)
     body_store().delete_original(collection, doc_id, version)
     return payload

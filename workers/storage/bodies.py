@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import json
 import zlib
+from functools import partial
+from hashlib import sha256
 from typing import Any, Protocol, cast
 from urllib.parse import urlparse
 
-from workers import keys
-from workers.connections import redis_bytes_client
+from workers import faults, keys
+from workers.connections import redis_bytes_client, s3_client
 from workers.settings import get_settings
 
 # A body nobody picked up within this time is dropped rather than kept in memory forever.
@@ -37,7 +39,7 @@ BODY_TTL_S = 7 * 24 * 3600
 class BodyStore(Protocol):
     def put(self, collection: str, doc_id: str, version: str, payload: dict[str, Any]) -> None: ...
     def get(self, collection: str, doc_id: str, version: str) -> dict[str, Any] | None: ...
-    def put_original(self, collection: str, doc_id: str, version: str, data: bytes) -> None: ...
+    def put_original(self, collection: str, doc_id: str, version: str, data: bytes | bytearray) -> None: ...
     def get_original(self, collection: str, doc_id: str, version: str) -> bytes | None: ...
     def delete_original(self, collection: str, doc_id: str, version: str) -> None: ...
     def delete(self, collection: str, doc_id: str, version: str) -> None: ...
@@ -47,8 +49,14 @@ class BodyStore(Protocol):
     def forget_kept(self, collection: str, doc_id: str) -> None: ...
 
 
+def encode(payload: dict[str, Any]) -> bytes:
+    """A payload as stored: JSON in UTF-8 as it is (a non-ASCII character costs its 2-4 bytes, not
+    a 6- or 12-byte escape: budgets are counted in those bytes)."""
+    return json.dumps(payload, ensure_ascii=False).encode("utf-8")
+
+
 def pack(payload: dict[str, Any]) -> bytes:
-    return zlib.compress(json.dumps(payload).encode(), 6)
+    return zlib.compress(encode(payload), 6)
 
 
 def unpack(data: bytes) -> dict[str, Any]:
@@ -68,14 +76,15 @@ class RedisBodyStore:
         return keys.original(_name(collection, doc_id, version))
 
     def put(self, collection: str, doc_id: str, version: str, payload: dict[str, Any]) -> None:
-        redis_bytes_client().set(self._key(collection, doc_id, version), json.dumps(payload).encode(), ex=BODY_TTL_S)
+        redis_bytes_client().set(self._key(collection, doc_id, version), encode(payload), ex=BODY_TTL_S)
 
     def get(self, collection: str, doc_id: str, version: str) -> dict[str, Any] | None:
         raw = redis_bytes_client().get(self._key(collection, doc_id, version))
         return None if raw is None else json.loads(raw)
 
-    def put_original(self, collection: str, doc_id: str, version: str, data: bytes) -> None:
-        redis_bytes_client().set(self._original_key(collection, doc_id, version), data, ex=BODY_TTL_S)
+    def put_original(self, collection: str, doc_id: str, version: str, data: bytes | bytearray) -> None:
+        # a memoryview: redis-py sends it as it is (it refuses a bytearray, and bytes() would copy it)
+        redis_bytes_client().set(self._original_key(collection, doc_id, version), memoryview(data), ex=BODY_TTL_S)
 
     def get_original(self, collection: str, doc_id: str, version: str) -> bytes | None:
         return cast("bytes | None", redis_bytes_client().get(self._original_key(collection, doc_id, version)))
@@ -105,76 +114,84 @@ class RedisBodyStore:
 
 class S3BodyStore:
     """Bodies as S3 objects; credentials from the standard AWS chain, endpoint from
-    ``AWS_ENDPOINT_URL_S3`` when set (MinIO and friends)."""
+    ``AWS_ENDPOINT_URL_S3`` when set (MinIO and friends). Every call goes through
+    ``faults.call``: a timeout or a dropped connection is tried again, a refusal is said."""
 
     def __init__(self, url: str):
-        import boto3
-
         parsed = urlparse(url)
         self.bucket = parsed.netloc
         self.prefix = parsed.path.strip("/")
-        self.s3 = boto3.client("s3")
+        self.s3 = s3_client()
 
     def _key(self, collection: str, doc_id: str, version: str, suffix: str = ".json") -> str:
-        from hashlib import sha256
-
         # doc_ids may hold characters S3 keys dislike: hash them, the payload keeps the id.
         name = f"{collection}/{version}/{sha256(doc_id.encode()).hexdigest()}{suffix}"
         return f"{self.prefix}/{name}" if self.prefix else name
 
-    def put_original(self, collection: str, doc_id: str, version: str, data: bytes) -> None:
-        self.s3.put_object(Bucket=self.bucket, Key=self._key(collection, doc_id, version, ".original"), Body=data)
-
-    def get_original(self, collection: str, doc_id: str, version: str) -> bytes | None:
-        try:
-            obj = self.s3.get_object(Bucket=self.bucket, Key=self._key(collection, doc_id, version, ".original"))
-        except self.s3.exceptions.NoSuchKey:
-            return None
-        return obj["Body"].read()
-
-    def delete_original(self, collection: str, doc_id: str, version: str) -> None:
-        self.s3.delete_object(Bucket=self.bucket, Key=self._key(collection, doc_id, version, ".original"))
-
-    def put(self, collection: str, doc_id: str, version: str, payload: dict[str, Any]) -> None:
-        self.s3.put_object(Bucket=self.bucket, Key=self._key(collection, doc_id, version),
-                           Body=json.dumps(payload).encode(), ContentType="application/json")
-
-    def get(self, collection: str, doc_id: str, version: str) -> dict[str, Any] | None:
-        try:
-            obj = self.s3.get_object(Bucket=self.bucket, Key=self._key(collection, doc_id, version))
-        except self.s3.exceptions.NoSuchKey:
-            return None
-        return json.loads(obj["Body"].read())
-
-    def delete(self, collection: str, doc_id: str, version: str) -> None:
-        self.s3.delete_object(Bucket=self.bucket, Key=self._key(collection, doc_id, version))
-        self.delete_original(collection, doc_id, version)
-
     def _kept_key(self, collection: str, doc_id: str) -> str:
-        from hashlib import sha256
-
         name = f"{collection}/kept/{sha256(doc_id.encode()).hexdigest()}.json.z"
         return f"{self.prefix}/{name}" if self.prefix else name
 
+    def _put(self, key: str, body: bytes | bytearray, **extra: Any) -> None:
+        faults.call(lambda: self.s3.put_object(Bucket=self.bucket, Key=key, Body=body, **extra), "s3")
+
+    def _get(self, key: str) -> bytes | None:
+        def read() -> bytes | None:
+            try:
+                return cast("bytes", self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read())
+            except self.s3.exceptions.NoSuchKey:
+                return None
+        return faults.call(read, "s3")
+
+    def _delete(self, key: str) -> None:
+        faults.call(lambda: self.s3.delete_object(Bucket=self.bucket, Key=key), "s3")
+
+    def put_original(self, collection: str, doc_id: str, version: str, data: bytes | bytearray) -> None:
+        self._put(self._key(collection, doc_id, version, ".original"), data)
+
+    def get_original(self, collection: str, doc_id: str, version: str) -> bytes | None:
+        return self._get(self._key(collection, doc_id, version, ".original"))
+
+    def delete_original(self, collection: str, doc_id: str, version: str) -> None:
+        self._delete(self._key(collection, doc_id, version, ".original"))
+
+    def put(self, collection: str, doc_id: str, version: str, payload: dict[str, Any]) -> None:
+        self._put(self._key(collection, doc_id, version), encode(payload), ContentType="application/json")
+
+    def get(self, collection: str, doc_id: str, version: str) -> dict[str, Any] | None:
+        raw = self._get(self._key(collection, doc_id, version))
+        return None if raw is None else json.loads(raw)
+
+    def delete(self, collection: str, doc_id: str, version: str) -> None:
+        self._delete(self._key(collection, doc_id, version))
+        self.delete_original(collection, doc_id, version)
+
     def keep(self, collection: str, doc_id: str, payload: dict[str, Any]) -> None:
-        self.s3.put_object(Bucket=self.bucket, Key=self._kept_key(collection, doc_id), Body=pack(payload))
+        self._put(self._kept_key(collection, doc_id), pack(payload))
 
     def kept(self, collection: str, doc_id: str) -> dict[str, Any] | None:
-        try:
-            obj = self.s3.get_object(Bucket=self.bucket, Key=self._kept_key(collection, doc_id))
-        except self.s3.exceptions.NoSuchKey:
-            return None
-        return unpack(obj["Body"].read())
+        raw = self._get(self._kept_key(collection, doc_id))
+        return None if raw is None else unpack(raw)
 
     def forget_kept(self, collection: str, doc_id: str) -> None:
-        self.s3.delete_object(Bucket=self.bucket, Key=self._kept_key(collection, doc_id))
+        self._delete(self._kept_key(collection, doc_id))
 
     def forget_collection(self, collection: str) -> None:
         prefix = f"{self.prefix}/{collection}/" if self.prefix else f"{collection}/"
-        for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
+
+        def one_page(token: str | None) -> str | None:
+            page = self.s3.list_objects_v2(Bucket=self.bucket, Prefix=prefix,
+                                           **({"ContinuationToken": token} if token else {}))
             objects = [{"Key": o["Key"]} for o in page.get("Contents", [])]
             if objects:
                 self.s3.delete_objects(Bucket=self.bucket, Delete={"Objects": objects})
+            return page.get("NextContinuationToken") if page.get("IsTruncated") else None
+
+        token: str | None = None
+        while True:
+            token = faults.call(partial(one_page, token), "s3")
+            if not token:
+                return
 
 
 _store: BodyStore | None = None

@@ -5,6 +5,18 @@ without making old and new chunks incomparable. So the producer that creates a c
 fixes them (from CLI flags, falling back to its ``SITUATE_*`` environment), they are stored
 here, and every worker reads the stored copy.
 
+Collections are listed from a set of their names (``keys.COLLECTIONS``), kept beside each entry
+in the same transaction, so that listing them costs one read per collection, not a scan of the
+whole database (a deployment's Redis holds millions of keys). A Redis written before the set
+existed is scanned once, by the first process that lists it (``_indexed``).
+
+Names are ``[a-z0-9][a-z0-9_-]{0,62}``, matched whole. A collection's first index is
+``situate-<name>``; the next generations' are ``situate-<name>.g<n>``: a dot no name may hold,
+so no collection's index can be another's generation (``acme-g2`` and generation 2 of ``acme``
+once shared ``situate-acme-g2``). A configuration records the index it was made with, and the id
+of the collection it belongs to, which the index's ``_meta`` carries (``chunk_index``): an index
+is only ever written, changed or deleted by its owner.
+
 This module is the plain data type and its storage only. Checking a new configuration
 against the providers (is the model known, does the GGUF file exist) and creating its index
 is ``workers.lifecycle``'s job: kept apart so that everything which merely *reads* a
@@ -23,10 +35,11 @@ from pydantic import BaseModel, Field
 from workers import keys
 from workers.connections import redis_client
 from workers.errors import BadName, NoSuchCollection
+from workers.storage.scripts import script
 
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 # A collection's next generation while a reindex builds it: "<name>~g<n>", never a user's name.
-SHADOW_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}~g[0-9]{1,6}$")
+SHADOW_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}~g[0-9]{1,6}")
 VECTORS = ("float", "lucene-sq", "byte")
 LANGUAGES = ("english", "french", "german")
 FUSIONS = ("rrf", "weighted")
@@ -76,6 +89,12 @@ class CollectionConfig(BaseModel):
     index_generation: int = Field(1, ge=1)
     # Set on a generation being built (a "<name>~g<n>" collection): the live collection it rebuilds.
     rebuilds: str = ""
+    # The OpenSearch index this build was made with (``index_for``); "" in one made before it was
+    # recorded, whose index is named by the rule of its day (``index_name``).
+    index: str = ""
+    # The id of the collection this configuration belongs to: its generation id, which a
+    # generation being built carries over from the live one ("": its own ``generation``).
+    collection_id: str = ""
 
     @property
     def base_name(self) -> str:
@@ -83,9 +102,15 @@ class CollectionConfig(BaseModel):
 
     @property
     def index_name(self) -> str:
+        if self.index:
+            return self.index
         if self.index_generation == 1:
             return f"situate-{self.base_name}"
-        return f"situate-{self.base_name}-g{self.index_generation}"
+        return f"situate-{self.base_name}-g{self.index_generation}"  # the rule before 0.3: kept by old builds
+
+    @property
+    def owner_id(self) -> str:
+        return self.collection_id or self.generation
 
     @property
     def alias(self) -> str:
@@ -98,6 +123,11 @@ SHAPING_FIELDS = ("contextualizer", "model", "embedder", "embed_model", "languag
 # Fixed at creation too, so that every search of a collection agrees by default, but a query
 # may override them (they shape no stored data).
 SEARCH_FIELDS = ("context_weight", "fusion", "dense_weight", "rrf_k", "reranker")
+
+
+def index_for(name: str, generation: int) -> str:
+    """The index of a collection's ``generation``: ``situate-acme``, then ``situate-acme.g2``."""
+    return f"situate-{name}" if generation == 1 else f"situate-{name}.g{generation}"
 
 
 def _key(name: str) -> str:
@@ -113,7 +143,7 @@ def shadow_name(name: str, generation: int) -> str:
 
 
 def validate_name(name: str) -> str:
-    if not isinstance(name, str) or not (NAME_RE.match(name) or SHADOW_RE.match(name)):
+    if not isinstance(name, str) or not (NAME_RE.fullmatch(name) or SHADOW_RE.fullmatch(name)):
         raise BadName(
             f"invalid collection name {name!r}: use 1-63 lowercase letters, digits, '-' or '_'"
         )
@@ -136,31 +166,75 @@ def exists(name: str) -> bool:
     return bool(redis_client().exists(_key(validate_name(name))))
 
 
+def _indexed() -> None:
+    """The name sets exist: a Redis written before them is scanned once (a marker says it was)."""
+    global _names_ready
+    r = redis_client()
+    if _names_ready == id(r):
+        return
+    if not r.exists(keys.CATALOG_INDEXED):
+        found = [k.split(":", 2)[2] for k in r.scan_iter(keys.collection("*"), count=1000)]
+        gone = [k.split(":", 2)[2] for k in r.scan_iter(keys.dropping("*"), count=1000)]
+        pipe = r.pipeline(transaction=True)
+        if found:
+            pipe.sadd(keys.COLLECTIONS, *found)
+        if gone:
+            pipe.sadd(keys.DROPPING, *gone)
+        pipe.set(keys.CATALOG_INDEXED, "1")
+        pipe.execute()
+    _names_ready = id(r)
+
+
+_names_ready: int | None = None  # the client (so: the Redis) this process has seen the sets in
+
+
+def _members(set_key: str, key_of: Any) -> list[str]:
+    """The names in a set whose entries exist: one that a drop removed while the set was first
+    filled (``_indexed``) is left out, and taken out."""
+    _indexed()
+    r = redis_client()
+    names = sorted(cast("set[str]", r.smembers(set_key)))
+    pipe = r.pipeline(transaction=False)
+    for name in names:
+        pipe.exists(key_of(name))
+    there = pipe.execute()
+    stale = [n for n, ok in zip(names, there) if not ok]
+    if stale:
+        r.srem(set_key, *stale)
+    return [n for n, ok in zip(names, there) if ok]
+
+
 def shadows_of(name: str) -> list[str]:
     """The generations of ``name`` being built (or left by a reindex cut short)."""
-    found = (k.split(":", 2)[2] for k in redis_client().scan_iter(keys.collection(f"{name}~g*")))
-    return sorted(n for n in found if SHADOW_RE.match(n) and n.split("~", 1)[0] == name)
+    return [n for n in _members(keys.COLLECTIONS, keys.collection) if SHADOW_RE.fullmatch(n) and n.split("~", 1)[0] == name]
 
 
 def list_names() -> list[str]:
     """The collections, without the generations being built."""
-    names = (k.split(":", 2)[2] for k in redis_client().scan_iter(keys.collection("*")))
-    return sorted(n for n in names if "~" not in n)
+    return [n for n in _members(keys.COLLECTIONS, keys.collection) if "~" not in n]
 
 
 def store_new(config: CollectionConfig) -> bool:
     """SET NX: two producers creating the same collection at once agree on the first one."""
-    return bool(redis_client().set(_key(config.name), config.model_dump_json(), nx=True))
+    _indexed()
+    created = script("catalog_add")(keys=[_key(config.name), keys.COLLECTIONS], args=[config.name, config.model_dump_json()])
+    return bool(created)
 
 
 def forget(name: str) -> None:
     """The entry alone (a rebuilt generation's, once the collection has taken its settings)."""
-    redis_client().delete(_key(name))
+    pipe = redis_client().pipeline(transaction=True)
+    pipe.delete(_key(name))
+    pipe.srem(keys.COLLECTIONS, name)
+    pipe.execute()
 
 
 def store(config: CollectionConfig) -> None:
     """Overwrite a collection's stored settings (its search defaults only: see lifecycle)."""
-    redis_client().set(_key(config.name), config.model_dump_json())
+    pipe = redis_client().pipeline(transaction=True)
+    pipe.set(_key(config.name), config.model_dump_json())
+    pipe.sadd(keys.COLLECTIONS, config.name)
+    pipe.execute()
 
 
 def is_current(config: CollectionConfig) -> bool:
@@ -177,9 +251,12 @@ def mark_dropping(config: CollectionConfig) -> None:
     """The collection leaves the catalog and a tombstone takes its place, in one step: nothing
     new reaches it from now on, and a drop interrupted after this (OpenSearch down) is resumed by
     the next one, which finds the tombstone."""
+    _indexed()
     pipe = redis_client().pipeline(transaction=True)
     pipe.set(_tombstone_key(config.name), config.model_dump_json())
+    pipe.sadd(keys.DROPPING, config.name)
     pipe.delete(_key(config.name))
+    pipe.srem(keys.COLLECTIONS, config.name)
     pipe.execute()
 
 
@@ -190,11 +267,14 @@ def dropping(name: str) -> CollectionConfig | None:
 
 def dropped(name: str) -> None:
     """The drop finished: its tombstone and the collection's last records go."""
-    redis_client().delete(_tombstone_key(name), keys.mix(name))
+    pipe = redis_client().pipeline(transaction=True)
+    pipe.delete(_tombstone_key(name), keys.mix(name))
+    pipe.srem(keys.DROPPING, name)
+    pipe.execute()
 
 
 def list_dropping() -> list[str]:
-    return sorted(k.split(":", 2)[2] for k in redis_client().scan_iter(keys.dropping("*")))
+    return _members(keys.DROPPING, keys.dropping)
 
 
 def record_mix(name: str, code_chunks: int, prose_chunks: int) -> None:

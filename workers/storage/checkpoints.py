@@ -3,16 +3,25 @@
 Chunks are stored once by the chunk stage and read by the next two. Contexts are written one
 by one as each arrives — before anything is indexed — so a task redelivered after a crash, or
 retried after a failure, resumes with only the missing chunks: a context already paid for is
-never bought again. Keys carry the content version: a changed document starts afresh.
+never bought again. Keys carry the content version: a changed document starts afresh. JSON is
+stored in UTF-8 as it is, not ASCII-escaped (an emoji is 4 bytes, not 12).
+
+Where Redis has replicas, a context is confirmed on one (``WAIT 1``) before the call that paid for
+it is counted done: replication is asynchronous, and a master killed a moment after it acknowledged
+a checkpoint may not have passed it on, so the replica promoted in its place would not have it and
+the context would be bought again (measured: 7 calls paid twice in a failover with 6 in flight).
+It costs a replica's round trip per context (``ops/bench checkpoints``), next to a call of a
+second or more; without replicas there is nothing to wait for.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from typing import Any, cast
 
-from workers import keys
+from workers import keys, metrics
 from workers.chunking import Chunk
 from workers.connections import REDIS_NOT_NOW, redis_client
 
@@ -31,7 +40,7 @@ def _contexts_key(collection: str, doc_id: str, version: str) -> str:
 def save_chunks(collection: str, doc_id: str, version: str, chunks: list[Chunk], language: str,
                 metadata: dict[str, Any]) -> None:
     payload = {"language": language, "metadata": metadata, "chunks": [c.to_json() for c in chunks]}
-    redis_client().set(_chunks_key(collection, doc_id, version), json.dumps(payload), ex=TTL_S)
+    redis_client().set(_chunks_key(collection, doc_id, version), json.dumps(payload, ensure_ascii=False), ex=TTL_S)
 
 
 def load_chunks(collection: str, doc_id: str, version: str) -> tuple[list[Chunk], str, dict[str, Any]] | None:
@@ -49,11 +58,33 @@ _unsaved: dict[str, dict[str, str]] = {}
 _unsaved_lock = threading.Lock()
 
 
+REPLICA_WAIT_MS = 1000  # past it the context is left on the master alone (counted), not refused
+REPLICAS_RECHECK_S = 10.0
+_replicas: tuple[float, int] = (-REPLICAS_RECHECK_S, 0)  # (when looked at, how many the master has)
+
+
+def _replica_count() -> int:
+    global _replicas
+    checked, count = _replicas
+    if time.monotonic() - checked > REPLICAS_RECHECK_S:
+        count = int(redis_client().info("replication").get("connected_slaves") or 0)
+        _replicas = (time.monotonic(), count)
+    return count
+
+
 def _write(key: str, fields: dict[str, str]) -> None:
-    pipe = redis_client().pipeline()
+    """The fields, then (with replicas) ``WAIT`` on the same connection: WAIT counts the replicas
+    that have this client's writes, so it must follow them on one connection (a pipeline, not a
+    MULTI: WAIT is refused inside one)."""
+    replicas = _replica_count()
+    pipe = redis_client().pipeline(transaction=not replicas)
     pipe.hset(key, mapping=cast(Any, fields))  # redis-py types its keys as a union: a dict[str, str] is one
     pipe.expire(key, TTL_S)
-    pipe.execute()
+    if replicas:
+        pipe.wait(1, REPLICA_WAIT_MS)
+    acknowledged = pipe.execute()
+    if replicas and not acknowledged[-1]:
+        metrics.count("checkpoints_unconfirmed", 1)
 
 
 def save_context(collection: str, doc_id: str, version: str, n: int, context: dict[str, Any]) -> None:
@@ -61,10 +92,10 @@ def save_context(collection: str, doc_id: str, version: str, n: int, context: di
     ``_unsaved``) and ``flush`` raises later, once the document's other answers are in."""
     key = _contexts_key(collection, doc_id, version)
     try:
-        _write(key, {str(n): json.dumps(context)})
+        _write(key, {str(n): json.dumps(context, ensure_ascii=False)})
     except REDIS_NOT_NOW:
         with _unsaved_lock:
-            _unsaved.setdefault(key, {})[str(n)] = json.dumps(context)
+            _unsaved.setdefault(key, {})[str(n)] = json.dumps(context, ensure_ascii=False)
 
 
 def flush(collection: str, doc_id: str, version: str) -> None:

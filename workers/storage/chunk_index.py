@@ -1,6 +1,9 @@
 """The OpenSearch index of a collection: its mapping (the one place it is defined) and writes.
 
-One index per collection, ``situate-<name>``. Each chunk is one OpenSearch document with a
+One index per collection, ``situate-<name>`` (a reindex builds ``situate-<name>.g<n>``: see
+``catalog``). Its ``_meta`` says which collection owns it (name and id): an index is created,
+changed or deleted only by its owner, whatever its name; one with no ``_meta`` of ours is a
+stray (OpenSearch creates an index on a write to a missing one) and is replaced. Each chunk is one OpenSearch document with a
 deterministic ``_id`` (collection, doc_id, version, chunk number), so a redelivered task
 overwrites instead of duplicating, and two versions of a document never overwrite each other;
 ``seq`` (the submission's number) says which is newer. The raw chunk (``text``) and its context (``context``) are
@@ -17,6 +20,7 @@ this one; on prose the split does nothing, so it costs nothing there.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from opensearchpy import TransportError, helpers
@@ -25,8 +29,10 @@ from workers import metrics
 from workers.connections import opensearch_client
 from workers.documents import chunk_id
 from workers.embedding import registry as embedders
-from workers.errors import WriteNotNow, WriteRefused
+from workers.errors import Conflict, WriteNotNow, WriteRefused
 from workers.storage.catalog import CollectionConfig
+
+log = logging.getLogger("situate.index")
 
 # Per language: the filters after the identifier split (all from analysis-common).
 _LANGUAGE_FILTERS: dict[str, list[str]] = {
@@ -85,7 +91,7 @@ def mapping(config: CollectionConfig) -> dict[str, Any]:
             "analysis": analysis(config.language),
         },
         "mappings": {
-            "_meta": {"situate": config.model_dump()},
+            "_meta": {"situate": config.model_dump(), "owner": owner(config)},
             "dynamic": "strict",
             # The vector lives in the k-NN structure; kept out of the stored source, which every
             # fetched hit would otherwise decompress and send (384+ floats as JSON).
@@ -150,20 +156,71 @@ def ensure_index(config: CollectionConfig) -> None:
         raise
 
 
+def owner(config: CollectionConfig) -> dict[str, str]:
+    """What an index's ``_meta`` says of the collection that owns it."""
+    return {"collection": config.base_name, "id": config.owner_id}
+
+
+def _mappings(index: str) -> dict[str, Any]:
+    found: dict[str, Any] = opensearch_client().indices.get_mapping(index=index)
+    for entry in found.values():  # one index asked: one entry, under its real name
+        mappings: dict[str, Any] = entry.get("mappings", {})
+        return mappings
+    return {}
+
+
+def owner_of(index: str, mappings: dict[str, Any] | None = None) -> dict[str, str | None] | None:
+    """The owner an index's ``_meta`` names; None for an index that is not situate's. An index
+    made before owners were recorded is its configuration's (a generation being built then names
+    its collection only: ``id`` None)."""
+    meta = (_mappings(index) if mappings is None else mappings).get("_meta") or {}
+    if "owner" in meta:
+        return {"collection": meta["owner"].get("collection"), "id": meta["owner"].get("id")}
+    situate = meta.get("situate")
+    if not isinstance(situate, dict):
+        return None
+    building = situate.get("rebuilds") or ""
+    return {"collection": building or str(situate.get("name", "")).split("~", 1)[0],
+            "id": None if building else situate.get("generation")}
+
+
+def owns(config: CollectionConfig, found: dict[str, str | None] | None) -> bool:
+    return found is not None and found.get("collection") == config.base_name and found.get("id") in (None, config.owner_id)
+
+
+def _taken(index: str, by: dict[str, str | None]) -> Conflict:
+    return Conflict(f"index {index} belongs to collection {by.get('collection')!r} (a generation of it, built "
+                    "before 0.3 named its indexes so): choose another name for this collection")
+
+
+def check_free(config: CollectionConfig) -> None:
+    """Before a collection is created: its index's name is free, a stray's, or its own."""
+    client = opensearch_client()
+    if client.indices.exists(index=config.index_name):
+        found = owner_of(config.index_name)
+        if found is not None and not owns(config, found):
+            raise _taken(config.index_name, found)
+
+
 def _ensure_index(config: CollectionConfig) -> None:
     """Create the collection's index unless it is there. Callers that loaded ``config`` a while
     ago (a task) first check that it is still the collection's generation (``catalog.is_current``),
     so a dropped collection's index is never brought back with its old mapping. One that a stray
     write created meanwhile (OpenSearch creates an index on a write, with a mapping guessed from
-    the data) has no ``_meta`` of ours: it is replaced."""
+    the data) has no ``_meta`` of ours: it is replaced. One another collection owns is left alone
+    (``Conflict``)."""
     client = opensearch_client()
     if client.indices.exists(index=config.index_name):
         if (config.index_name, config.generation) in _checked:
             return
-        properties = _properties(config)
-        if properties is not None:  # ours: bring it up to today's mapping (fields only ever added)
+        mappings = _mappings(config.index_name)
+        found = owner_of(config.index_name, mappings)
+        if found is not None:
+            if not owns(config, found):
+                raise _taken(config.index_name, found)
+            properties = mappings.get("properties", {})
             missing = {k: v for k, v in CITATION_FIELDS.items() if k not in properties}
-            if missing:
+            if missing:  # ours: bring it up to today's mapping (fields only ever added)
                 client.indices.put_mapping(index=config.index_name, body={"properties": missing})
             _checked.add((config.index_name, config.generation))
             return
@@ -180,25 +237,24 @@ _checked: set[tuple[str, str]] = set()
 
 
 def delete_stray_index(config: CollectionConfig) -> None:
-    """Delete the index if it is not ours: one a late write created after its collection's drop."""
+    """Delete the index if it is not situate's at all: one a late write created after its
+    collection's drop."""
     client = opensearch_client()
-    if client.indices.exists(index=config.index_name) and not _is_ours(config):
+    if client.indices.exists(index=config.index_name) and owner_of(config.index_name) is None:
         client.indices.delete(index=config.index_name, ignore_unavailable=True)
 
 
-def _properties(config: CollectionConfig) -> dict[str, Any] | None:
-    """The index's field mapping if the index is ours (our ``_meta``), else None."""
-    mappings = opensearch_client().indices.get_mapping(index=config.index_name).get(config.index_name, {}).get(
-        "mappings", {})
-    return mappings.get("properties", {}) if "situate" in mappings.get("_meta", {}) else None
-
-
-def _is_ours(config: CollectionConfig) -> bool:
-    return _properties(config) is not None
-
-
 def delete_index(config: CollectionConfig) -> None:
-    opensearch_client().indices.delete(index=config.index_name, ignore_unavailable=True)
+    """The collection's index, if it is its own (or no one's): never another collection's."""
+    client = opensearch_client()
+    if not client.indices.exists(index=config.index_name):
+        return
+    found = owner_of(config.index_name)
+    if found is not None and not owns(config, found):
+        log.warning("index %s belongs to collection %s, not %s: left alone", config.index_name,
+                    found.get("collection"), config.base_name)
+        return
+    client.indices.delete(index=config.index_name, ignore_unavailable=True)
 
 
 def _source(config: CollectionConfig, doc_id: str, version: str, seq: int, row: dict[str, Any],

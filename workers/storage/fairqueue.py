@@ -18,6 +18,11 @@ time is parked again, at the front: a sender that died before sending, or a mess
 connection that dies in between (a Redis restart) loses it (celery/kombu#1733). Sent twice at
 worst, which the pipeline's leases and states make harmless.
 
+Turns are counted in messages, but a message is not always a turn's worth of work: a file that
+takes a minute to extract holds a worker as long as dozens of ordinary documents. So a stage may
+``charge`` a collection for the turns its work took beyond one; admission then passes that
+collection over once per turn owed (while others wait: alone, it is served anyway).
+
 The trade-off: the queue's priorities (big documents first) now order only the few messages
 admitted, and an operator's queue depth counts parked work separately (``parked``).
 """
@@ -46,6 +51,23 @@ def _line(queue: str, collection: str) -> str:
 
 def _ring(queue: str) -> str:
     return f"{PREFIX}{queue}:ring"
+
+
+def _debts(queue: str) -> str:
+    return f"{PREFIX}{queue}:debt"
+
+
+MAX_DEBT = 1000  # turns: a collection's backlog is passed over for a while, never for ever
+
+
+def charge(queue: str, collection: str, turns: float) -> None:
+    """``collection``'s last work on ``queue`` took ``turns`` beyond its own: it gives as many
+    up to the others (``fair_admit.lua``)."""
+    if turns >= 1:
+        r = redis_client()
+        owed = float(r.hincrbyfloat(_debts(queue), collection, turns))
+        if owed > MAX_DEBT:
+            r.hset(_debts(queue), collection, MAX_DEBT)
 
 
 def park(queue: str, collection: str, entry: dict[str, Any], front: bool = False) -> None:
@@ -123,6 +145,7 @@ def forget_collection(collection: str) -> None:
     for queue in queues:
         r.lrem(_ring(queue), 0, collection)
         r.delete(_line(queue, collection))
+        r.hdel(_debts(queue), collection)
     doomed = [i for i, raw in r.hscan_iter(SENDING_DATA) if json.loads(raw).get("collection") == collection]
     if doomed:
         confirm(doomed)

@@ -4,8 +4,8 @@ One attempt per ``call``; retries, rate limits and the bill are the scheduler's.
 puts the document block first with a cache breakpoint after it (``cache_control`` /
 ``cachePoint``), then the chunk-specific blocks, and maps the provider's answers onto three
 outcomes: an ``Answer`` with the four usage counters, a retryable ``ProviderFault`` (429 with its
-``retry-after``, 529/overloaded, other 5xx and connection errors), or a permanent ``LLMError``
-(any other 4xx).
+``retry-after``, 529/overloaded, 5xx, 408, a dropped connection, a timeout: ``workers.faults``
+tells them, as for every call out of the process), or a permanent ``LLMError`` (any other 4xx).
 """
 
 from __future__ import annotations
@@ -14,13 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-try:  # the SDK's HTTP library: anthropic 2.x is on httpx2 (a fork of httpx), 0.x on httpx
-    from httpx2 import TransportError
-except ImportError:  # pragma: no cover - older SDKs
-    from httpx import TransportError  # type: ignore[assignment]  # the same class, from the other library
-
-from workers import models
-from workers.errors import LLMError, ProviderFault
+from workers import faults, models
+from workers.errors import LLMError
 from workers.settings import get_credentials, get_settings
 
 
@@ -69,7 +64,6 @@ class AnthropicProvider:
 
         if not (get_credentials().anthropic_api_key or get_credentials().anthropic_auth_token):
             raise LLMError("ANTHROPIC_API_KEY is not set on this worker")
-        self.anthropic = anthropic
         # Retries are ours: counted, shared with the limiter, and bounded in time.
         self.client = anthropic.Anthropic(max_retries=0, timeout=get_settings().llm_timeout_s)
         self.model = model
@@ -88,7 +82,6 @@ class AnthropicProvider:
         return content
 
     def call(self, prompt: Prompt, max_tokens: int, on_started: Callable[[dict[str, int]], None] | None) -> Answer:
-        a = self.anthropic
         # Our blocks are plain dicts; the SDK's TypedDicts would only restate them.
         messages: Any = [{"role": "user", "content": self.content(prompt)}]
         text: list[str] = []
@@ -117,21 +110,10 @@ class AnthropicProvider:
                 elif event.type == "message_delta":
                     stop = event.delta.stop_reason
                     u_out = event.usage.output_tokens or u_out
-        except a.RateLimitError as e:
-            raise ProviderFault("http_429", _retry_after(e.response), str(e)) from None
-        except a.APIStatusError as e:
-            status = getattr(e, "status_code", None) or 0
-            if status == 529 or "overloaded" in str(e).lower():
-                raise ProviderFault("http_529", _retry_after(getattr(e, "response", None)), str(e)) from None
-            if status >= 500:
-                raise ProviderFault("http_5xx", None, str(e)) from None
-            raise LLMError(f"Anthropic refused the request ({status}): {e}") from None
-        except (a.APIConnectionError, a.APITimeoutError) as e:
-            raise ProviderFault("http_5xx", None, f"connection: {e}") from None
-        except TransportError as e:
+        except Exception as e:
             # The SDK wraps errors of the request only: once a stream's headers are in, a read
-            # timeout or a dropped connection while iterating reaches us as httpx's own.
-            raise ProviderFault("http_5xx", None, f"connection: {type(e).__name__} {e}") from None
+            # timeout or a dropped connection while iterating reaches us as httpx2's own.
+            raise _outcome(e, "Anthropic") from None
         return Answer("".join(text), stop, u_in, u_write, u_read, u_out)
 
 
@@ -150,8 +132,6 @@ class BedrockProvider:
                                                                     read_timeout=get_settings().llm_timeout_s))
 
     def call(self, prompt: Prompt, max_tokens: int, on_started: Callable[[dict[str, int]], None] | None) -> Answer:
-        from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
-
         content: list[dict[str, Any]] = []
         for text, breakpoint in prompt.blocks():
             content.append({"text": text})
@@ -162,20 +142,8 @@ class BedrockProvider:
             extra = {"additionalModelRequestFields": self.extras} if self.extras else {}
             r = self.client.converse(modelId=self.model, messages=[{"role": "user", "content": content}],
                                      inferenceConfig={"maxTokens": max_tokens, "temperature": 0.0}, **extra)
-        except ClientError as e:
-            code = e.response.get("Error", {}).get("Code", "")
-            status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-            headers = e.response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
-            if code == "ThrottlingException" or status == 429:
-                ra = headers.get("retry-after")
-                raise ProviderFault("http_429", float(ra) if ra else None, code) from None
-            if code in ("ServiceUnavailableException", "ModelNotReadyException") or status in (503, 529):
-                raise ProviderFault("http_529", None, code) from None
-            if status >= 500:
-                raise ProviderFault("http_5xx", None, code) from None
-            raise LLMError(f"Bedrock refused the request ({code}): {e}") from None
-        except (EndpointConnectionError, ReadTimeoutError) as e:
-            raise ProviderFault("http_5xx", None, f"connection: {e}") from None
+        except Exception as e:
+            raise _outcome(e, "Bedrock") from None
         u = r.get("usage", {})
         if on_started:
             on_started({"cache_write_tokens": u.get("cacheWriteInputTokens", 0),
@@ -185,9 +153,13 @@ class BedrockProvider:
                       u.get("cacheReadInputTokens", 0), u.get("outputTokens", 0))
 
 
-def _retry_after(response: Any) -> float | None:
-    try:
-        value = response.headers.get("retry-after") if response is not None else None
-        return float(value) if value else None
-    except (TypeError, ValueError):
-        return None
+def _outcome(error: Exception, provider: str) -> Exception:
+    """What a provider's error means: a transient fault (retried by the scheduler), a refusal
+    (the chunk fails with the provider's words), or our own error, raised as it is."""
+    fault = faults.classify(error)
+    if fault is not None:
+        return fault
+    refused = faults.refusal(error)
+    if refused is not None:
+        return LLMError(f"{provider}: {refused}")
+    return error

@@ -34,7 +34,7 @@ from workers.contextualizers.claude import usage
 from workers.contextualizers.claude.callpool import CallPool, worker_pool
 from workers.contextualizers.claude.providers import Answer, AnthropicProvider, BedrockProvider, Prompt, Provider
 from workers.contextualizers.claude.ratelimit import RateLimiter, TokenCalibration
-from workers.errors import LLMError, ProviderFault
+from workers.errors import LLMError, ProviderFault, ProviderUnavailable
 from workers.settings import get_settings
 from workers.storage.catalog import CollectionConfig
 
@@ -132,11 +132,13 @@ class LLMContextualizer:
             except ProviderFault as fault:
                 self.limiter.settle(reservation, 0, 0)
                 usage.record_fault(doc.collection, run, fault.kind, self.config.model)
+                # Out of attempts (or patience) on faults that pass: the stage runs again in place
+                # (pipeline.guard), the contexts already paid for checkpointed.
                 if fault.kind != "http_429" and overloaded + 1 >= s.llm_max_attempts:
-                    raise LLMError(f"chunk {chunk.n}: gave up after {attempt} attempts ({fault})") from None
+                    raise ProviderUnavailable(f"chunk {chunk.n}: gave up after {attempt} attempts ({fault})") from None
                 if fault.kind == "http_429" and time.monotonic() > patience_until:
-                    raise LLMError(f"chunk {chunk.n}: still rate limited after "
-                                   f"{s.llm_rate_limit_patience_s:.0f}s ({fault})") from None
+                    raise ProviderUnavailable(f"chunk {chunk.n}: still rate limited after "
+                                              f"{s.llm_rate_limit_patience_s:.0f}s ({fault})") from None
                 if fault.kind == "http_429":
                     delay = fault.retry_after if fault.retry_after is not None else 2.0
                     self.limiter.penalize(delay)

@@ -97,8 +97,10 @@ def record_call(collection: str, run: str | None, doc_id: str, chunk: int, model
 
 
 def record_fault(collection: str, run: str | None, kind: str, model: str = "") -> None:
-    """kind: http_429, http_529, http_5xx or errors."""
-    _add(collection, run, {kind: 1})
+    """kind: a ``faults`` kind (connection, timeout, http_408, http_429, http_529, http_5xx), or
+    errors. The bill keeps three columns — 429, 529, and the rest with the 5xx — and ``/metrics``
+    every kind."""
+    _add(collection, run, {kind if kind in ("http_429", "http_529", "errors") else "http_5xx": 1})
     metrics.count("llm_faults", 1, collection=collection, model=model, kind=kind)
 
 

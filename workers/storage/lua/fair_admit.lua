@@ -4,6 +4,8 @@
 -- ARGV[3]: how many messages each queue may hold ahead of its workers, ARGV[4]: the key prefix,
 -- then per queue: its name, the number of its Kombu lists, and their names.
 -- Returns the admitted entries; the caller sends each, then confirms it.
+-- A collection in debt (``prefix .. queue .. ':debt'``: turns its work took beyond one, charged
+-- by the worker) gives up one turn per unit of debt to the others; alone, it is served anyway.
 local now, stale, bound, prefix = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 
 local function park_again(raw)
@@ -29,18 +31,28 @@ while i <= #ARGV do
   i = i + 2 + lists
   local room = bound - depth
   local ring = prefix .. queue .. ':ring'
+  local debts = prefix .. queue .. ':debt'
+  local skipped = 0
   while room > 0 do
     local collection = redis.call('LMOVE', ring, ring, 'LEFT', 'RIGHT')
     if not collection then break end
-    local line = prefix .. queue .. ':c:' .. collection
-    local raw = redis.call('LPOP', line)
-    if redis.call('LLEN', line) == 0 then redis.call('LREM', ring, 0, collection) end
-    if raw then
-      local id = cjson.decode(raw).id
-      redis.call('ZADD', KEYS[1], now, id)
-      redis.call('HSET', KEYS[2], id, raw)
-      out[#out + 1] = raw
-      room = room - 1
+    local debt = tonumber(redis.call('HGET', debts, collection) or '0')
+    if debt >= 1 and skipped < redis.call('LLEN', ring) then
+      -- its last work took more than its turns: this turn goes to the next collection
+      if debt < 2 then redis.call('HDEL', debts, collection) else redis.call('HINCRBYFLOAT', debts, collection, -1) end
+      skipped = skipped + 1
+    else
+      skipped = 0
+      local line = prefix .. queue .. ':c:' .. collection
+      local raw = redis.call('LPOP', line)
+      if redis.call('LLEN', line) == 0 then redis.call('LREM', ring, 0, collection) end
+      if raw then
+        local id = cjson.decode(raw).id
+        redis.call('ZADD', KEYS[1], now, id)
+        redis.call('HSET', KEYS[2], id, raw)
+        out[#out + 1] = raw
+        room = room - 1
+      end
     end
   end
 end
