@@ -14,6 +14,7 @@ with, measured in the same run on the same machine.
     vectors   vector storages: Pass@10 and bytes per chunk on the cookbook, recall@10 at 100k vectors (bench_reindex)
     hostile   what a hostile tenant's files cost the others: time, Redis, the API's memory (bench_hostile)
     checkpoints  a context checkpoint's latency with and without a replica confirming it (bench_checkpoints)
+    search-page  the search page's latency, its page images' and their memory, on FinanceBench (bench_search_page)
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ import bench_reconcile
 import bench_reindex
 import bench_retrieval
 import bench_scale
+import bench_search_page
 import bench_situate
 
 
@@ -88,6 +90,9 @@ def main() -> None:
     cp.set_defaults(fn=bench_checkpoints.bench_checkpoints)
     ho = sub.add_parser("hostile")
     ho.set_defaults(fn=bench_hostile.bench_hostile)
+    sp = sub.add_parser("search-page")
+    sp.add_argument("--collection", default="bench-financebench", help="ingested from the filings if missing")
+    sp.set_defaults(fn=bench_search_page.bench_search_page)
     args = parser.parse_args()
     args.fn(args)
 

@@ -1,12 +1,13 @@
 """``ops/bench corpora``: the offline defaults against plain chunks, on every public corpus.
 
 Each labelled corpus in ``../shared/data`` (the cookbook's code, English technical prose,
-French, and FinanceBench's filings as PDFs) is ingested twice with the settings a new user gets —
+French, FinanceBench's filings and MMLongBench's reports, papers and guidebooks as PDFs) is
+ingested twice with the settings a new user gets —
 plain chunks (``--contextualizer none``) and the defaults (no flag but ``--language`` where the
 text is not English) — then evaluated in one report: a table per corpus and a summary (``situate
 eval --suites``). This is the check every retrieval change must pass on all of them, not on one.
-FinanceBench is a folder of PDFs, ingested as a user's folder is (extracted by the workers) and
-graded by page (page@k, doc@k); the run prints its extraction rate and its chunks/s beside the
+The PDF corpora are folders, ingested as a user's folder is (extracted by the workers) and
+graded by page (page@k, doc@k; MMLongBench also per document type); the run prints its extraction rate and its chunks/s beside the
 bare embedder's on the same texts.
 """
 
@@ -26,9 +27,10 @@ CORPORA = {  # name -> language a user would declare
     "tech_faq_en": "english",
     "debian_faq_fr": "french",
     "financebench": "english",
+    "mmlongbench": "english",
 }
-FOLDERS = {"financebench": "pdfs"}  # corpora that are folders of files, not chunked JSON
-QUERIES = {"financebench": ("queries.jsonl", "jsonl")}
+FOLDERS = {"financebench": "pdfs", "mmlongbench": "pdfs"}  # corpora that are folders of files, not chunked JSON
+QUERIES = {"financebench": ("queries.jsonl", "jsonl"), "mmlongbench": ("queries.jsonl", "jsonl")}
 
 
 def ingest(collection: str, corpus: str, flags: list[str]) -> float:

@@ -3,7 +3,8 @@ OpenAPI docs at ``/docs``.
 
 Every route but ``/healthz`` takes a bearer token (``auth``): read, write or admin, for one
 collection or all; ``/metrics`` (Prometheus) a token that reads every collection, and
-``/dashboard`` a session its sign-in page opens with such a token (``dashboard``). The token is
+``/dashboard`` a session its sign-in page opens with such a token (``dashboard``), ``/search``
+one opened with any token that reads a collection (``search_page``; ``signin`` for both). The token is
 checked before any body is read, and bodies are parsed off the event loop (``http_guard``,
 which also holds one framing and the size limit for every request).
 
@@ -33,7 +34,7 @@ from pydantic import BaseModel, Field
 from redis.exceptions import OutOfMemoryError as RedisFull
 from starlette.routing import Route
 
-from producers import auth, dashboard, http_guard, mcp_server, prometheus, reindex_routes
+from producers import auth, dashboard, http_guard, mcp_server, prometheus, reindex_routes, search_page, signin
 from producers.retrieval import rerankers
 from producers.retrieval.hits import HitOut, SearchIn, SearchOut
 from producers.retrieval.search import SearchOptions, search
@@ -202,7 +203,9 @@ async def metrics_page() -> Response:
     return Response(await run_in_threadpool(prometheus.render), media_type=prometheus.CONTENT_TYPE)
 
 
+app.include_router(signin.router)
 app.include_router(dashboard.router)
+app.include_router(search_page.router)
 app.include_router(reindex_routes.router, dependencies=[Depends(allowed("admin"))])
 # MCP (Streamable HTTP) for agents: the same search as below, as tools (``producers.mcp_server``).
 app.router.routes.append(Route("/mcp", endpoint=mcp_endpoint, methods=["GET", "POST", "DELETE"]))
@@ -398,7 +401,8 @@ async def search_collection(collection: str, response: Response,
         allowlist.check_reranker(body.reranker)
     config = catalog.load(collection)
     options = SearchOptions(mode=body.mode, fusion=body.fusion, context_weight=body.context_weight,
-                            dense_weight=body.dense_weight, reranker=body.reranker, rrf_k=body.rrf_k)
+                            dense_weight=body.dense_weight, reranker=body.reranker, rrf_k=body.rrf_k,
+                            distinct_pages=body.distinct_pages)
     timings: dict[str, float] = {}
     try:  # the query embedding is CPU work: keep it off the event loop
         hits = await run_in_threadpool(search, config, body.query, body.k, body.filters, options=options,

@@ -137,6 +137,11 @@ def still_valid(principal: Principal) -> bool:
     return again is not None and (again.collection, again.scope) == (principal.collection, principal.scope)
 
 
+def readable(principal: Principal) -> list[str]:
+    """The collections ``principal`` may read, and no other's name (the pages, the MCP tools)."""
+    return [name for name in catalog.list_names() if principal.allows(name, "read")]
+
+
 def authorize(principal: Principal, collection: str | None, need: str) -> None:
     if not principal.allows(collection, need):
         raise Denied(403, f"this token may not {need} collection {collection!r}" if collection

@@ -30,9 +30,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from producers.submit import Original, validate
-from workers import layout, models
-from workers.chunking import Chunk, guess_language, locate, split
-from workers.contextualizers import registry
+from workers import models
+from workers.chunking import Chunk
+from workers.contextualizers import registry, source
 from workers.contextualizers.base import SourceDocument
 from workers.errors import BadDocument, ExtractionError
 from workers.extraction import sandbox
@@ -95,14 +95,6 @@ class _NoProvider:
         raise AssertionError("an estimate makes no call")
 
 
-def chunks_of(config: CollectionConfig, text: str, metadata: dict[str, Any],
-              given: list[Any] | None) -> tuple[list[Chunk], str]:
-    language = guess_language(text, metadata)
-    if given is not None:
-        return locate(text, [(c.n, c.text) for c in given]), language
-    return split(text, language, config.chunk_tokens, config.chunk_overlap), language
-
-
 def _extracted(raw: Any, original: Original) -> Extracted:
     """A file as the chunk stage would see it (``tasks._extract``, the same limits)."""
     try:
@@ -129,18 +121,21 @@ def estimate(config: CollectionConfig, documents: Iterable[Any]) -> Estimate:
 
 
 def _prepared(config: CollectionConfig, raw: Any) -> Prepared | None:
-    """What submit would refuse, and what the chunk stage would fail: None."""
+    """What submit would refuse, and what the chunk stage would fail: None. Cut by the chunk
+    stage's own recipe (``source.chunks_of``), from the payload the stage would find."""
+    metadata = raw.metadata or {}
     try:
         body, given = validate(raw, get_settings().max_document_bytes)
         if isinstance(body, Original):
-            extracted = _extracted(raw, body)
-            text, chunks, language = extracted.text, layout.chunks_of(extracted, config.chunk_tokens), "text"
+            found = _extracted(raw, body).to_json()
+            payload: dict[str, Any] = {"text": found.pop("text"), "metadata": metadata, "extracted": found}
         else:
-            text = body
-            chunks, language = chunks_of(config, text, raw.metadata or {}, given)
+            payload = {"text": body, "metadata": metadata,
+                       "chunks": None if given is None else [c.model_dump() for c in given]}
+        chunks, language, _ = source.chunks_of(config, payload)
     except BadDocument:
         return None
-    return Prepared(raw.doc_id, text, language, raw.metadata or {}, chunks) if chunks else None
+    return Prepared(raw.doc_id, payload["text"], language, metadata, chunks) if chunks else None
 
 
 def estimate_prepared(config: CollectionConfig, documents: Iterable[Prepared | None]) -> Estimate:
@@ -260,7 +255,7 @@ def estimate_reindex(name: str, **changes: Any) -> Estimate:
     document is cut from its kept body as the new generation's chunk stage will; a chunk whose
     context the live index holds (same text, version, contextualizer, model and prompt) is
     reused, no call."""
-    from workers.contextualizers import reuse, source
+    from workers.contextualizers import reuse
     from workers.pipeline import rebuild
     from workers.storage import bodies, chunk_index, states
 

@@ -16,6 +16,9 @@ every query set and printed for page labels (FinanceBench's metrics):
 
 - page@k (``hit_at``): the share of queries with at least one golden label in the top k;
 - doc@k: the share of queries with a hit from a golden document in the top k.
+
+Queries may carry a group (``group``, or MMLongBench's ``doc_type``): every figure is then also
+given per group (``EvalResult.by_group``), so that a gain on filings cannot hide a loss on manuals.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ class Gold:
 class LabelledQuery:
     query: str
     gold: list[Gold]
+    group: str | None = None  # the kind of document it asks about (a paper, a manual, a filing)
 
 
 @dataclass
@@ -79,6 +83,18 @@ class EvalResult:
     doc_at: dict[int, float] = field(default_factory=dict)
     pages: bool = False  # the labels are pages
 
+    def by_group(self) -> dict[str, EvalResult]:
+        """The same figures over each group's queries (none when the queries carry no group)."""
+        groups: dict[str, list[dict[str, Any]]] = {}
+        for row in self.per_query:
+            if row.get("group") is not None:
+                groups.setdefault(row["group"], []).append(row)
+        return {name: summarize(f"{self.label} [{name}]", rows) for name, rows in sorted(groups.items())}
+
+    def headline(self, k: int = 10) -> float:
+        """page@k for page labels, else Pass@k."""
+        return self.hit_at[k] if self.pages else self.pass_at[k]
+
     def summary(self) -> dict[str, Any]:
         out = {"config": self.label, "queries": self.queries,
                **{f"pass@{k}": round(self.pass_at[k], 2) for k in KS},
@@ -87,6 +103,10 @@ class EvalResult:
                "latency_ms_p50": round(self.latency_ms_p50, 1), "latency_ms_p95": round(self.latency_ms_p95, 1)}
         out.update({f"{'page' if self.pages else 'hit'}@{k}": round(v, 2) for k, v in self.hit_at.items()})
         out.update({f"doc@{k}": round(v, 2) for k, v in self.doc_at.items()})
+        groups = self.by_group()
+        if groups:
+            out["groups"] = {name: {"queries": g.queries, **{f"{'page' if g.pages else 'pass'}@{k}": round(
+                g.hit_at[k] if g.pages else g.pass_at[k], 2) for k in KS}} for name, g in groups.items()}
         return out
 
 
@@ -112,13 +132,14 @@ def load_queries(path: Path, fmt: str = "cookbook") -> list[LabelledQuery]:
             else:
                 raise QueryFileError(f"unknown query format {fmt!r}: cookbook or jsonl")
             query = str(row["query"])
+            group = row.get("group", row.get("doc_type")) if fmt == "jsonl" else None
         except QueryFileError:
             raise
         except (ValueError, KeyError, TypeError, SyntaxError) as e:
             raise QueryFileError(f"{path}:{number}: not a labelled query ({type(e).__name__}: {e})") from None
         if not gold:
             raise QueryFileError(f"{path}:{number}: a query needs at least one golden chunk")
-        out.append(LabelledQuery(query, gold))
+        out.append(LabelledQuery(query, gold, None if group is None else str(group)))
     return out
 
 
@@ -147,7 +168,7 @@ def grade_query(q: LabelledQuery, ranked: list[Retrieved]) -> dict[str, Any]:
     docs = {g.doc_id for g in q.gold}
     doc_rank = next((i for i, hit in enumerate(ranked[:max(KS)], 1) if hit.doc_id in docs), None)
     row: dict[str, Any] = {"query": q.query, "gold_ranks": first_rank, "doc_rank": doc_rank,
-                           "pages": any(g.page is not None for g in q.gold)}
+                           "pages": any(g.page is not None for g in q.gold), "group": q.group}
     for k in KS:
         row[f"pass@{k}"] = sum(1 for r in first_rank if r is not None and r <= k) / len(q.gold)
     return row
@@ -213,6 +234,21 @@ def flips(before: EvalResult, after: EvalResult, k: int = 10) -> tuple[list[Flip
     return sorted(gained, key=largest_first), sorted(lost, key=largest_first)
 
 
+def group_rows(results: list[EvalResult], k: int = 10) -> list[dict[str, Any]]:
+    """One row per group: its queries, then each configuration's headline at ``k`` (page@k or
+    Pass@k) over that group's queries. Empty when the queries carry no group."""
+    per = [(r.label, r.by_group()) for r in results]
+    names = sorted({name for _, groups in per for name in groups})
+    rows = []
+    for name in names:
+        row: dict[str, Any] = {"group": name, "queries": next(g[name].queries for _, g in per if name in g)}
+        for label, groups in per:
+            if name in groups:
+                row[label] = round(groups[name].headline(k), 2)
+        rows.append(row)
+    return rows
+
+
 def _ranks(ranks: list[int | None]) -> str:
     return ", ".join("—" if r is None else str(r) for r in ranks)
 
@@ -233,6 +269,11 @@ def markdown_report(results: list[EvalResult], compared: tuple[EvalResult, EvalR
         cells += [f"{r.pass_at[x]:.2f}" for x in KS] + [f"{r.recall_at[x]:.2f}" for x in KS]
         cells += [f"{r.mrr:.3f}", f"{r.latency_ms_p50:.0f}"]
         lines.append("| " + " | ".join(cells) + " |")
+    grouped = group_rows(results, k)
+    if grouped:
+        metric = "page" if paged else "Pass"
+        lines += ["", f"### {metric}@{k} per group", "", "| " + " | ".join(grouped[0]) + " |", "|" + "---|" * len(grouped[0])]
+        lines += ["| " + " | ".join(str(v) for v in row.values()) + " |" for row in grouped]
     if chart:
         lines += ["", f"![Pass@k per configuration]({chart})"]
     if compared:

@@ -37,7 +37,7 @@ from workers.settings import get_settings
 
 # Bodies anyone may send before being authenticated: the sign-in form's one field.
 SMALL_BODY_BYTES = 4096
-UNAUTHENTICATED_BODIES = ("/dashboard/login",)
+UNAUTHENTICATED_BODIES = ("/signin", "/signout", "/dashboard/login", "/dashboard/logout")
 
 
 class BodyTooLarge(HTTPException):

@@ -19,6 +19,7 @@ fix, ours gives an id to find in the log, never a stack trace.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import functools
 import importlib.metadata
@@ -32,7 +33,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp.types import CallToolResult, TextContent
+from mcp.types import CallToolResult, ImageContent, TextContent
 from pydantic import BaseModel, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -40,6 +41,7 @@ from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
 from producers import auth
+from producers.retrieval import page_images
 from producers.retrieval.hits import HitOut, SearchIn, SearchOut, citation
 from producers.retrieval.search import search as search_index
 from workers import errors
@@ -121,10 +123,6 @@ def _public(fn: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
     return run
 
 
-def readable(principal: auth.Principal) -> list[str]:
-    return [name for name in catalog.list_names() if principal.allows(name, "read")]
-
-
 def _examples(collection: str, n: int = 3) -> list[str]:
     ids = states.doc_ids(collection, state=states.INDEXED, limit=n)
     titles = [states.get(collection, d) or {} for d in ids]
@@ -141,7 +139,7 @@ def describe_collection(name: str) -> CollectionOut:
 
 def _catalogue(principal: auth.Principal) -> str:
     """The collections a caller may read, a line each: what a model chooses from."""
-    lines, names = [], readable(principal)
+    lines, names = [], auth.readable(principal)
     for name in names[:DESCRIBED_COLLECTIONS]:
         try:
             c = describe_collection(name)
@@ -222,7 +220,7 @@ def build(caller: Caller) -> SituateMCP:
 
         def collect() -> CollectionsOut:
             found = []
-            for name in readable(principal):
+            for name in auth.readable(principal):
                 try:
                     found.append(describe_collection(name))
                 except errors.CollectionError:
@@ -233,9 +231,12 @@ def build(caller: Caller) -> SituateMCP:
     @server.tool()
     @_public
     async def read(collection: str, doc_id: str, chunk: int | None = None, pages: list[int] | None = None,
-                   around: int = 1, ctx: Context | None = None) -> ReadOut:
+                   around: int = 1, page_image: bool = False,
+                   ctx: Context | None = None) -> Annotated[CallToolResult, ReadOut]:
         """Read a document around a hit: the chunk `chunk` with `around` chunks either side, or the
-        chunks on `pages` ([first, last] or [page]), or, with neither, its first chunks."""
+        chunks on `pages` ([first, last] or [page]), or, with neither, its first chunks. With
+        `page_image`, also the image of the page the chunk is on (or the first of `pages`), the
+        chunk marked on it: for a PDF whose original was kept, to check a table the text garbled."""
         principal = caller(ctx)
         auth.authorize(principal, collection, "read")
         config = catalog.load(collection)
@@ -249,9 +250,20 @@ def build(caller: Caller) -> SituateMCP:
         found = await anyio.to_thread.run_sync(lambda: chunk_index.read(config, doc_id, span, page_span, MAX_READ))
         if not found:
             raise ToolError(f"no indexed chunk of {doc_id!r} there in collection {collection!r}")
-        return ReadOut(doc_id=doc_id, title=found[0].get("title"),
-                       chunks=[ChunkOut(chunk=c["chunk"], text=c.get("text", ""), context=c.get("context", ""),
-                                        pages=c.get("pages"), section=c.get("section")) for c in found])
+        out = ReadOut(doc_id=doc_id, title=found[0].get("title"),
+                      chunks=[ChunkOut(chunk=c["chunk"], text=c.get("text", ""), context=c.get("context", ""),
+                                       pages=c.get("pages"), section=c.get("section")) for c in found])
+        content: list[TextContent | ImageContent] = [TextContent(type="text", text=out.model_dump_json())]
+        if page_image:
+            shown = next((c for c in found if c["chunk"] == chunk), found[0])
+            page = pages[0] if pages else None
+            try:
+                drawn = await anyio.to_thread.run_sync(lambda: page_images.image(config, doc_id, shown["chunk"], page))
+            except page_images.NoPageImage as e:
+                content.append(TextContent(type="text", text=f"no page image: {e}"))
+            else:
+                content.append(ImageContent(type="image", data=base64.b64encode(drawn.png).decode(), mime_type="image/png"))
+        return CallToolResult(content=content, structured_content=out.model_dump(mode="json"))
 
     return server
 

@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from producers.evaluate import KS, EvalResult, LabelledQuery, load_queries
+from producers.evaluate import KS, EvalResult, LabelledQuery, group_rows, load_queries
 from workers.errors import QueryFileError
 
 
@@ -93,6 +93,11 @@ def markdown(suites: list[Suite], title: str) -> str:
             cells = ([f"{r.hit_at[k]:.2f}" for k in KS] + [f"{r.doc_at[k]:.2f}" for k in KS] if paged else []) \
                 + [f"{r.pass_at[k]:.2f}" for k in KS] + [f"{r.recall_at[k]:.2f}" for k in KS] + [f"{r.mrr:.3f}"]
             lines.append(f"| {r.label} | " + " | ".join(cells) + " |")
+        grouped = group_rows(s.results)
+        if grouped:
+            lines += ["", f"{'page' if paged else 'Pass'}@10 per group:", "", "| " + " | ".join(grouped[0]) + " |",
+                      "|" + "---|" * len(grouped[0])]
+            lines += ["| " + " | ".join(str(v) for v in row.values()) + " |" for row in grouped]
         lines.append("")
     rows = summary(suites)
     if rows:

@@ -82,6 +82,18 @@ def kept(name: str) -> str:
     return _key("kept", name)
 
 
+def kept_original(name: str) -> str:
+    """An indexed file's original bytes, kept for its pages to be shown (the search page)."""
+    return _key("keptorig", name)
+
+
+def kept_original_version(name: str) -> str:
+    return _key("keptorigv", name)
+
+
+ORIGINALS_BYTES = _key("keptorig-bytes")  # what every kept original takes, against its budget
+
+
 def chunks(collection: str, version: str, doc_id: str) -> str:
     return _key("chunks", collection, version, doc_id)
 
@@ -144,3 +156,8 @@ METRICS = namespace("metrics")
 FAIR = namespace("fair")
 WORKERS = namespace("workers")
 SESSIONS = namespace("sessions")
+
+
+def session(digest: str) -> str:
+    """A browser session, by the SHA-256 of its id (storage/sessions.py)."""
+    return SESSIONS + digest

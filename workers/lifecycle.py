@@ -27,7 +27,7 @@ from workers.storage.catalog import FUSIONS, LANGUAGES, SEARCH_FIELDS, SHAPING_F
 
 # The offline embedder a collection gets when none is named: MiniLM reads English only (on
 # the French corpus its dense Pass@10 is 55.6, multilingual-e5's 75.2).
-EMBEDDER_FOR_LANGUAGE = {"english": "local", "french": "local-multilingual", "german": "local-multilingual"}
+EMBEDDER_FOR_LANGUAGE = {"english": "local-e5", "french": "local-multilingual", "german": "local-multilingual"}
 
 
 def ensure(name: str, **requested: Any) -> CollectionConfig:

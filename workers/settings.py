@@ -59,7 +59,7 @@ class Settings(BaseSettings):
     context_weight: float = 1.0
     fusion: str = "rrf"
     dense_weight: float | None = None  # None: by what the collection holds (code / prose)
-    rrf_k: int = 10
+    rrf_k: int | None = None  # None: by what the collection holds (text / paged documents)
     # Search-time: the default reranker (none | voyage | bedrock | cohere | onnx), overridable
     # per query; see producers/retrieval/rerankers.py for each one's settings.
     reranker: str = "none"
@@ -113,6 +113,10 @@ class Settings(BaseSettings):
     # flight; switching generations holds new submissions for at most ``reindex_pause_s`` while
     # the last ones land; the old generation stays for a rollback ``reindex_keep_s``.
     keep_text: bool = True
+    # And each file's original bytes, to draw the pages hits cite (the search page): in Redis
+    # within this many MB for all collections (in S3, no limit of ours).
+    keep_originals: bool = True
+    keep_originals_mb: int = 512
 
     # What ``situate worker`` plans for memory (producers/cli/processes.py): per pool process
     # (its own embedders: measured ~300 MB with both local models), per thread of a threads
@@ -124,6 +128,9 @@ class Settings(BaseSettings):
     reindex_keep_s: float = 7 * 24 * 3600
 
     embed_batch_size: int = 32
+    # Where model files from outside PyPI are unpacked (``situate models fetch``; "": the
+    # installation's share/situate/models).
+    model_files: str = ""
     # ONNX / C threads per process (0: the library's default, every core); ``situate worker``
     # sets cores / processes so that pool processes do not oversubscribe the CPU.
     embed_threads: int = 0
@@ -184,7 +191,7 @@ class Settings(BaseSettings):
     allowed_models: str = "none,structural,keywords,llama,anthropic:claude-haiku-5-5,bedrock:claude-haiku-5-5"
     # Likewise for embedders (``name`` or ``name:model``) and the rerankers a query may name; the
     # operator's own SITUATE_EMBEDDER / SITUATE_RERANKER are always allowed (workers/allowlist.py).
-    allowed_embedders: str = "local,local-multilingual"
+    allowed_embedders: str = "local-e5,local-bge,local,local-multilingual"
     allowed_rerankers: str = "none,onnx"
     # Local GGUF files (the llama contextualizer) are read from this folder only.
     models_dir: str = ""

@@ -11,7 +11,7 @@ import sys
 
 import typer
 
-from producers.cli import documents, observe, processes, reindex, retrieval, tokens
+from producers.cli import documents, models, observe, processes, reindex, retrieval, tokens
 
 cli = typer.Typer(add_completion=False, no_args_is_help=True, help="Contextual Retrieval at production scale.")
 cli.command()(documents.ingest)
@@ -30,6 +30,7 @@ cli.command()(processes.api)
 cli.command()(processes.flower)
 cli.command()(processes.mcp)
 cli.add_typer(tokens.tokens, name="token")
+cli.add_typer(models.models, name="models")
 
 
 def main() -> None:

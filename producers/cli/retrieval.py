@@ -195,6 +195,7 @@ def _print_results(results: list[Any], loaded: dict[str, Any], names: list[str],
                       *[f"{r.pass_at[k]:.2f}" for k in KS], *[f"{r.recall_at[k]:.2f}" for k in KS],
                       f"{r.mrr:.3f}", f"{r.latency_ms_p50:.0f}")
     out.print(table, width=max(out.width, 150))  # wide enough for its columns, even in a log
+    _print_groups(results)
     for d in described:
         out.print(f"[dim]{safe(d)}[/dim]", highlight=False)
     if pair:
@@ -206,6 +207,20 @@ def _print_results(results: list[Any], loaded: dict[str, Any], names: list[str],
                       highlight=False)
     if report:
         out.print(f"report: {report / 'report.md'}, chart: {report / 'pass_at_k.png'}")
+
+
+def _print_groups(results: list[Any], k: int = 10) -> None:
+    """The headline at ``k`` per group of queries (``doc_type``…), when they carry one."""
+    from producers.evaluate import group_rows
+
+    rows = group_rows(results, k)
+    if not rows:
+        return
+    metric = "page" if any(r.pages for r in results) else "Pass"
+    table = Table(*[safe(c) for c in rows[0]], title=f"{metric}@{k} per group of queries")
+    for row in rows:
+        table.add_row(*[safe(v) for v in row.values()])
+    out.print(table, width=max(out.width, 150))
 
 
 def citation(hit: Any) -> str:
@@ -259,6 +274,7 @@ def _eval_suites(path: Path, spec: str, chosen_reranker: str, overrides: dict[st
             table.add_row(safe(r.label), *([f"{r.hit_at[k]:.2f}" for k in KS] + [f"{r.doc_at[k]:.2f}" for k in KS]
                                            if paged else []), *[f"{r.pass_at[k]:.2f}" for k in KS], f"{r.mrr:.3f}")
         out.print(table, width=max(out.width, 120))
+        _print_groups(s.results)
     if rows:
         table = Table(title="summary: Pass@10 per corpus, mean Pass@k over corpora")
         for name in rows[0]:

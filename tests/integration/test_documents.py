@@ -47,6 +47,11 @@ def test_a_folder_of_real_formats_is_indexed_with_pages_sections_and_titles(work
     result = run_cli("ingest", "-c", collection_name, "--contextualizer", "keywords", str(folder), "--json")
     summary = json.loads(result.stdout)
     assert result.returncode == 0 and summary["indexed"] == 7 and not summary["failed"], result.stdout + result.stderr
+    from producers.retrieval.search import SearchOptions
+    from workers.storage import catalog
+
+    # Pages (the PDF's, the slides) and text side by side: RRF's k between text's and pages'.
+    assert 10 < SearchOptions().resolved(catalog.load(collection_name)).rrf_k < 60
 
     balance = search(collection_name, "consolidated balance sheets total assets")[0]
     assert balance["doc_id"] == "otterworks-2024-10k.pdf" and balance["pages"] == [5, 5]

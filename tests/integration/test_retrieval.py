@@ -39,11 +39,13 @@ def test_identifiers_are_split_and_context_is_a_weighted_field(worker, collectio
     _ingest(collection_name, contextualizer="keywords")
     config = catalog.load(collection_name)
     assert (config.context_weight, config.dense_weight, config.fusion, config.rrf_k, config.embed_context) == (
-        1.0, None, "rrf", 10, False)
-    # The dense weight follows what the collection holds: these four documents are mostly prose.
+        1.0, None, "rrf", None, False)
+    # The dense weight and RRF's k follow what the collection holds: these four documents are
+    # mostly prose, and text (no page): RRF's sharp k.
     from producers.retrieval.search import SearchOptions
 
-    assert 0.5 < SearchOptions().resolved(config).dense_weight <= 1.5
+    resolved = SearchOptions().resolved(config)
+    assert 0.5 < resolved.dense_weight <= 1.5 and resolved.rrf_k == 10
     # camelCase / snake_case identifiers are found by their words (BM25 alone).
     assert _search(collection_name, "http header", mode="bm25")[0].doc_id == "parser"
     # A word that only the context of a chunk carries is found through the context field,

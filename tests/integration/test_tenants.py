@@ -19,7 +19,7 @@ ADMIN = "tenants-admin-token-71c2"
 def api():
     # The deployment's default allowlists (the test session allows everything: "*").
     with running_api({"SITUATE_API_TOKEN": ADMIN, "SITUATE_ALLOWED_RERANKERS": "none,onnx",
-                      "SITUATE_ALLOWED_EMBEDDERS": "local,local-multilingual"}, secret=ADMIN) as server:
+                      "SITUATE_ALLOWED_EMBEDDERS": "local-e5,local-bge,local,local-multilingual"}, secret=ADMIN) as server:
         yield server
 
 
@@ -46,9 +46,10 @@ def test_a_collection_token_sees_no_fleet_view(api, collection_name):
     scoped = token(collection_name, "read")
     assert httpx.get(f"{api.url}/v1/collections/{collection_name}", headers=bearer(scoped)).status_code == 200
     assert httpx.get(f"{api.url}/metrics", headers=bearer(scoped)).status_code == 403
-    client = sign_in(api, scoped)
-    assert not client.signed_in
-    assert client.get("/dashboard/data").status_code == 401
+    client = sign_in(api, scoped)  # a session for its search page, not for the fleet's
+    assert client.signed_in and client.get("/search").status_code == 200
+    assert client.get("/dashboard/data").status_code == 403
+    assert client.get("/dashboard").status_code == 403
     # A token on every collection reads them.
     fleet = token("*", "read")
     assert httpx.get(f"{api.url}/metrics", headers=bearer(fleet)).status_code == 200

@@ -50,6 +50,15 @@ def test_a_pdf_is_read_page_by_page_without_its_running_lines_and_with_its_secti
     assert doc.profile["period"] == "fiscal year ended December 31, 2024" and doc.profile["year"] == "2024"
 
 
+def test_a_title_drawn_twice_over_itself_is_read_once():
+    """Some generators draw bold as each glyph twice: the text layer says "NNEEBBRRAASSKKAA"."""
+    doc = extract(make.pdf([["NNEEBBRRAASSKKAA HHIISSTTOORRIICC", "Bbuuiillddiinnggss Ssuurrvveeyy",
+                             "Built in 1100, the bookkeeper's hall stood by the Mississippi."]]), "survey.pdf")
+    assert doc.text.splitlines()[:2] == ["NEBRASKA HISTORIC", "Buildings Survey"]
+    assert "Built in 1100, the bookkeeper's hall stood by the Mississippi." in doc.text  # words, numbers untouched
+    assert doc.title.startswith("NEBRASKA HISTORIC")
+
+
 def test_layout_chunks_cite_their_pages_and_sections_and_never_cross_a_page():
     from workers import layout
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -107,3 +109,33 @@ def test_a_search_never_mixes_two_versions_of_a_document():
     kept = newest_only(sides)
     assert [(h["_source"]["doc_id"], h["_source"]["seq"]) for h in kept["bm25"]] == [("a", 2), ("b", 5)]
     assert [(h["_source"]["doc_id"], h["_source"]["seq"]) for h in kept["dense"]] == [("b", 5)]
+
+
+def test_a_pages_best_chunk_stands_for_it_and_its_others_follow():
+    from producers.retrieval.fusion import Hit
+    from producers.retrieval.search import distinct_pages
+
+    def hit(doc, chunk, pages):
+        return Hit(doc, chunk, 0.0, "", "", pages=pages)
+    ranked = [hit("a", 0, [60, 60]), hit("a", 1, [60, 60]), hit("code", 3, None), hit("a", 2, [61, 61]),
+              hit("b", 0, [60, 60]), hit("code", 4, None), hit("a", 3, [60, 61])]
+    order = [(h.doc_id, h.chunk) for h in distinct_pages(ranked)]
+    assert order == [("a", 0), ("code", 3), ("a", 2), ("b", 0), ("code", 4), ("a", 1), ("a", 3)]
+
+
+def test_eval_reports_each_group_of_queries_apart(tmp_path):
+    from producers.evaluate import grade_query, group_rows, load_queries, summarize
+
+    path = tmp_path / "q.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in [
+        {"query": "q1", "gold": [{"doc_id": "a", "page": 1}], "doc_type": "Academic paper"},
+        {"query": "q2", "gold": [{"doc_id": "b", "page": 2}], "doc_type": "Guidebook"},
+        {"query": "q3", "gold": [{"doc_id": "b", "page": 3}], "doc_type": "Guidebook"}]))
+    queries = load_queries(path, "jsonl")
+    assert [q.group for q in queries] == ["Academic paper", "Guidebook", "Guidebook"]
+    found = {"q1": [Retrieved("a", 0, pages=[1, 1])], "q2": [Retrieved("b", 0, pages=[2, 2])], "q3": []}
+    result = summarize("hybrid", [grade_query(q, found[q.query]) for q in queries])
+    assert result.hit_at[10] == pytest.approx(200 / 3)
+    assert group_rows([result]) == [{"group": "Academic paper", "queries": 1, "hybrid": 100.0},
+                                    {"group": "Guidebook", "queries": 2, "hybrid": 50.0}]
+    assert result.summary()["groups"]["Guidebook"]["page@10"] == 50.0

@@ -9,6 +9,12 @@ Key terms are scored inside the document alone, so a chunk's context never depen
 else is in the collection or on ingest order: a term counts for how many of the document's
 chunks it appears in (spread) times 1 + ln(occurrences). Identifiers are split at case and
 underscore changes, so ``HttpHeaderParser`` contributes ``http``, ``header``, ``parser``.
+
+A long extracted document (a 10-K, a manual) is not about one thing: fifteen words for the whole
+filing ("company december income net year million cash…") are the same on every chunk and tell
+its chunks apart not at all. There half the terms are its *section's* (``section_terms``):
+frequent in the section's chunks and rare in the document's other sections, so the notes on debt
+say "notes senior maturities", the cash-flow statement "investing purchases equipment".
 """
 
 from __future__ import annotations
@@ -82,6 +88,23 @@ def key_terms(text: str, chunks: list[Chunk], n: int = KEY_TERMS) -> list[str]:
         spread.update(set(terms(chunk.text)))
     score = {t: max(spread[t], 1) * (1 + math.log(c)) for t, c in occurrences.items()}
     return sorted(score, key=lambda t: -score[t])[:n]
+
+
+def section_terms(chunks: list[Chunk], n: int = KEY_TERMS) -> dict[str, list[str]]:
+    """Per section (a chunk's ``section`` path), its ``n`` key terms: occurrences in the section
+    times the log of how few of the document's sections hold the term (tf-idf over sections)."""
+    counts: dict[str, Counter[str]] = {}
+    for chunk in chunks:
+        counts.setdefault(chunk.section or "", Counter()).update(terms(chunk.text))
+    holding: Counter[str] = Counter()
+    for found in counts.values():
+        holding.update(found.keys())
+    total = len(counts)
+    out = {}
+    for section, found in counts.items():
+        score = {t: (1 + math.log(c)) * math.log(1 + total / holding[t]) for t, c in found.items()}
+        out[section] = sorted(score, key=lambda t: -score[t])[:n]
+    return out
 
 
 def outline(text: str, language: str, n: int = OUTLINE_NAMES) -> list[str]:

@@ -33,8 +33,9 @@ class StructuralContext:
 
     def contextualize(self, doc: SourceDocument, chunks: list[Chunk]) -> Iterator[tuple[Chunk, Context]]:
         if doc.structure:
+            lines = header.Header(doc)
             for chunk in chunks:
-                line = header.of(doc, chunk)
+                line = lines.of(chunk)
                 yield chunk, Context(line, embed=line)
             return
         title = structure.title_of(doc.text, doc.metadata)
@@ -44,16 +45,27 @@ class StructuralContext:
 
 
 class KeywordContext:
-    """Document-level words on every chunk: they help BM25 find the right file (weighted below
-    the chunk's own text, see the read path) and are kept out of the chunk's vector by default."""
+    """Key terms on every chunk: they help BM25 find the right file, and within a long extracted
+    document the right section (weighted below the chunk's own text, see the read path); they are
+    kept out of the chunk's vector by default. A text's terms are its whole document's. An
+    extracted document's are half its whole document's (which file) and half its section's
+    (where in it, ``keywords.section_terms``). Measured with BM25 alone, page@10, section /
+    document / both: FinanceBench 43.8 / 50.0 / 50.0, MMLongBench 60.9 / 58.6 / 59.4; each
+    kind alone loses on one set, both keep most of each."""
 
     name = "keywords"
 
     def contextualize(self, doc: SourceDocument, chunks: list[Chunk]) -> Iterator[tuple[Chunk, Context]]:
         every = doc.chunks or chunks
-        about = " ".join(keywords.key_terms(doc.text, every))
-        names = " ".join(keywords.outline(doc.text, doc.language))
         if doc.structure:  # a long extracted document's outline is its contents page: in the header already
+            half = (keywords.KEY_TERMS + 1) // 2
+            whole = keywords.key_terms(doc.text, every, half)
+            by_section = {name: [t for t in found if t not in whole][:half]
+                          for name, found in keywords.section_terms(every, keywords.KEY_TERMS + half).items()}
             names = ""
+        else:  # one section, the whole document
+            whole, by_section = keywords.key_terms(doc.text, every), {}
+            names = " ".join(keywords.outline(doc.text, doc.language))
         for chunk, context in StructuralContext().contextualize(doc, chunks):
+            about = " ".join(whole + by_section.get(chunk.section or "", []))
             yield chunk, Context("\n".join(p for p in (context.text, about, names) if p), embed=context.embed)

@@ -5,7 +5,7 @@ differently where the model wants it (``input_type``, a ``query:`` prefix), henc
 ``embed_documents`` always receives the chunks of *one* document, in order: that is what lets
 ``voyage-context`` embed each chunk in the light of its whole document, without an LLM.
 
-- ``local`` (default), ``local-multilingual``: ``local``.
+- ``local-e5`` (the default for English), ``local-bge``, ``local``, ``local-multilingual``: ``local``.
 - ``voyage``, ``voyage-context``, ``bedrock``: ``remote``.
 """
 
@@ -18,9 +18,9 @@ from workers import models
 from workers.embedding.base import Embedder
 from workers.settings import get_settings
 
-LOCAL = ("local", "local-multilingual")
+LOCAL = ("local-e5", "local-bge", "local", "local-multilingual")
 NAMES = LOCAL + ("voyage", "voyage-context", "bedrock")
-LOCAL_DIMENSION = 384  # both local models
+LOCAL_DIMENSION = 384  # every local model
 
 
 def check(name: str, model: str = "") -> None:
@@ -48,8 +48,12 @@ def get(name: str, model: str = "") -> Embedder:
     if name in LOCAL:
         from workers.embedding import local
 
+        if name == "local-e5":
+            return local.e5(batch_size=batch, long_text=get_settings().embed_long_text)
+        if name == "local-bge":
+            return local.bge(batch_size=batch, long_text=get_settings().embed_long_text)
         if name == "local":
-            return local.LocalMiniLM(batch_size=batch, long_text=get_settings().embed_long_text)
+            return local.minilm(batch_size=batch, long_text=get_settings().embed_long_text)
         return local.LocalMultilingual(batch_size=batch)
     from workers.embedding import remote
 

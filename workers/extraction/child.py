@@ -15,11 +15,13 @@ its command line), and before it reads a single untrusted byte it gives up what 
   readable by ``nobody``; it stays root otherwise, and says so).
 
 Then it serves requests one at a time: a JSON header frame and the file's bytes in, a JSON reply
-frame out, carrying the request's id. ``isolation`` in its first frame says what held.
+frame out, carrying the request's id (or a page of a PDF to draw: ``render``). ``isolation`` in its
+first frame says what held.
 """
 
 from __future__ import annotations
 
+import base64
 import ctypes
 import ctypes.util
 import json
@@ -35,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from workers.errors import ExtractionError
-from workers.extraction import formats, frames
+from workers.extraction import formats, frames, render
 from workers.extraction.limits import Limits
 
 MAX_REQUEST_HEADER = 1 << 16
@@ -128,6 +130,13 @@ def answer(header: dict[str, Any], data: bytes) -> dict[str, Any]:
     soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
     # Until the file says how many pages it has, its wall-clock budget bounds its CPU too.
     resource.setrlimit(resource.RLIMIT_CPU, (min(hard, int(time.process_time() + limits.timeout_s) + 2), hard))
+    if "render" in header:  # a page to draw (the search page's citations), not a file to read
+        asked = header["render"]
+        try:
+            png, found = render.page_png(data, int(asked["page"]), int(asked["dpi"]), [str(x) for x in asked["lines"]])
+        except ExtractionError as e:
+            return {"error": str(e)}
+        return {"png": base64.b64encode(png).decode("ascii"), "found": found}
     name = str(header.get("name") or "the file")
     try:
         return {"extracted": formats.extract(data, str(header["media_type"]), limits, name).to_json()}

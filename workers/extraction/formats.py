@@ -31,7 +31,7 @@ PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the folder ``workers`
 # The parsers, and what they import only when a file needs it (a date in a web page, a codec).
 PRELOAD = ["pypdfium2", "openpyxl", "docx", "docx.table", "docx.text.paragraph", "pptx", "pptx.enum.shapes",
            "trafilatura", "lxml.etree", "lxml.html", "defusedxml", "defusedxml.ElementTree", "csv", "zipfile",
-           "_strptime", "unicodedata", "zlib", "bz2", "lzma"]
+           "_strptime", "unicodedata", "zlib", "bz2", "lzma", "PIL.Image", "PIL.ImageDraw", "PIL.PngImagePlugin"]
 
 
 def preload() -> None:

@@ -4,9 +4,11 @@ or a filing uses to know where they are — "PART II", "Item 8. Financial Statem
 
 Three kinds of line, by level: a *part* (1), a numbered *item* (2, the sections every SEC filing
 has, and many reports copy), and a *title* (3): a short line in capitals near the top of a page,
-or a numbered note. A table of contents lists the same lines with page numbers: a page with four
-items or more, or a line ending in a page number, is not taken for a heading. Used only when the
-file has no outline (bookmarks) of its own.
+or a numbered note. Parts and items are a filing's: in a document that is not one (a manual's
+"Item 3: the filter", a report's "Part I of the survey") they are ordinary lines. A table of
+contents lists the same lines with page numbers: a page with four items or more, or a line
+ending in a page number, is not taken for a heading. Used only when the file has no outline
+(bookmarks) of its own.
 """
 
 from __future__ import annotations
@@ -30,9 +32,9 @@ def is_title(line: str) -> bool:
     return sum(c.isupper() for c in letters) >= 0.9 * len(letters)
 
 
-def find(pages: list[str], starts: list[int]) -> list[tuple[int, int, str]]:
+def find(pages: list[str], starts: list[int], filing: bool = True) -> list[tuple[int, int, str]]:
     """(offset, level, title) of each heading, offsets into the text the pages were joined into
-    (page ``i`` starts at ``starts[i]``)."""
+    (page ``i`` starts at ``starts[i]``); parts and items only in a ``filing``."""
     out: list[tuple[int, int, str]] = []
     for page, start in zip(pages, starts):
         lines = page.splitlines(keepends=True)
@@ -44,19 +46,19 @@ def find(pages: list[str], starts: list[int]) -> list[tuple[int, int, str]]:
             text = " ".join(line.split())
             if text:
                 filled += 1
-                heading = _heading(text, filled)
+                heading = _heading(text, filled, filing)
                 if heading:
                     out.append((offset, *heading))
             offset += len(line)
     return out
 
 
-def _heading(text: str, nth_line: int) -> tuple[int, str] | None:
-    if _ENDS_IN_PAGE.search(text) and (_ITEM.match(text) or _PART.match(text)):
-        return None  # "Item 7. Management's Discussion ... 35": a contents line
-    if _PART.match(text):
+def _heading(text: str, nth_line: int, filing: bool = True) -> tuple[int, str] | None:
+    if _ENDS_IN_PAGE.search(text) and (_ITEM.match(text) or _PART.match(text) or _NOTE.match(text)):
+        return None  # "Item 7. Management's Discussion ... 35", "Note 24 - Quarterly Data 113": contents lines
+    if filing and _PART.match(text):
         return 1, text[:100]
-    if _ITEM.match(text):
+    if filing and _ITEM.match(text):
         return 2, text[:150]
     if _NOTE.match(text):
         return 3, text[:100]

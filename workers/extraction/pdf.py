@@ -4,7 +4,8 @@ and pypdf are many times slower (the README's extraction table).
 
 Each page's text is one block (pages never merge: a citation says which page); pdfium ends a
 line with CR LF and separates some generators' words with a lone LF, so lone LFs become spaces.
-Running headers and footers go (``cleanup``). Sections come from the file's outline when it has
+Running headers and footers go (``cleanup``). A word drawn twice over itself (a generator's fake
+bold: "NNEEBBRRAASSKKAA", "Ssuurrvveeyy") is read once. Sections come from the file's outline when it has
 one, else from the text (``headings``). A page with no text is counted (a scan: OCR is not done);
 a file whose pages all lack text fails with that reason.
 """
@@ -16,6 +17,7 @@ from typing import Any
 
 from workers.errors import ExtractionError
 from workers.extraction import cleanup, cover, headings
+from workers.extraction import pages as titles
 from workers.extraction.document import Extracted
 from workers.extraction.limits import Budget, Limits
 
@@ -23,10 +25,19 @@ MEDIA_TYPE = "application/pdf"
 EMPTY_PAGE_CHARS = 10  # fewer non-space characters than this: a page without text
 
 
+def _once(word: str) -> str:
+    """``word`` read once if every letter of it was drawn twice (letters only, four or more:
+    numbers like "1100" are left alone, and no common word is made of doubled letters)."""
+    if len(word) < 4 or len(word) % 2 or not word.isalpha():
+        return word
+    pairs = zip(word[::2], word[1::2])
+    return word[::2] if all(a.lower() == b.lower() for a, b in pairs) else word
+
+
 def _lines(raw: str) -> str:
     text = raw.replace("\r\n", "\x00").replace("\r", "\x00").replace("\n", " ").replace("\x00", "\n")
     text = text.replace("\xa0", " ").replace("\x0c", "\n").replace("\ufffe", "").replace("\x02", "")
-    return "\n".join(" ".join(line.split()) for line in text.split("\n"))
+    return "\n".join(" ".join(_once(w) for w in line.split()) for line in text.split("\n"))
 
 
 def extract(data: bytes, limits: Limits, name: str = "") -> Extracted:
@@ -71,10 +82,11 @@ def extract(data: bytes, limits: Limits, name: str = "") -> Extracted:
         starts.append(offset)
         offset += len(p) + 2
     text = "\n\n".join(pages)
-    found = _outline_headings(outline, pages, starts) if outline else headings.find(pages, starts)
     first = "\n".join(raw_pages[:3])
+    filing = cover.is_filing(first)
+    found = _outline_headings(outline, pages, starts) if outline else headings.find(pages, starts, filing)
     return Extracted(text=text, media_type=MEDIA_TYPE, pages=starts, headings=found,
-                     title=cover.meaningful_title(properties.get("title", ""), name),
+                     title=cover.meaningful_title(properties.get("title", ""), name) or titles.title(pages[0]),
                      properties={k: properties[k] for k in ("title", "author", "subject", "creationdate", "moddate")
                                  if k in properties},
                      profile=cover.of(first, properties, name), pages_total=total, pages_without_text=empty)

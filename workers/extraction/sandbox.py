@@ -25,6 +25,7 @@ when a request asks for other limits than it was started with (hard limits only 
 
 from __future__ import annotations
 
+import base64
 import fcntl
 import json
 import logging
@@ -70,6 +71,13 @@ class Sandbox:
         if "error" in reply:
             raise ExtractionError(str(reply["error"]))
         return Extracted.from_json(reply["extracted"])
+
+    def render(self, data: bytes, page: int, dpi: int, lines: list[str], limits: Limits) -> tuple[bytes, int]:
+        """A PDF page as PNG bytes, ``lines`` marked on it (``render.page_png``); and how many were found."""
+        reply = self._ask({"render": {"page": page, "dpi": dpi, "lines": lines}, "limits": limits.to_json()}, data, limits)
+        if "error" in reply:
+            raise ExtractionError(str(reply["error"]))
+        return base64.b64decode(reply["png"]), int(reply.get("found") or 0)
 
     def probe(self, limits: Limits | None = None) -> dict[str, Any]:
         """What the child sees of its world (environment names, limits, user, network): for the
@@ -204,6 +212,12 @@ def extract(data: bytes | bytearray, media_type: str, name: str, limits: Limits)
     """Extract in one of this process's sandbox children."""
     extracted: Extracted = _this_process_pool().run(lambda box: box.extract(data, media_type, name, limits))
     return extracted
+
+
+def render(data: bytes, page: int, dpi: int, lines: list[str], limits: Limits) -> tuple[bytes, int]:
+    """Draw a PDF page in one of this process's sandbox children (``Sandbox.render``)."""
+    drawn: tuple[bytes, int] = _this_process_pool().run(lambda box: box.render(data, page, dpi, lines, limits))
+    return drawn
 
 
 def isolation(limits: Limits | None = None) -> dict[str, Any]:

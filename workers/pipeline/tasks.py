@@ -86,7 +86,8 @@ def chunk(collection: str, doc_id: str, version: str) -> None:
             raise BadDocument(f"document has {len(chunks):,} chunks, over the limit of {limit:,} "
                               "(SITUATE_MAX_CHUNKS_PER_DOCUMENT)")
         checkpoints.save_chunks(collection, doc_id, version, chunks, language, metadata)
-        catalog.record_mix(collection, len(chunks) if is_code(language) else 0, 0 if is_code(language) else len(chunks))
+        catalog.record_mix(collection, len(chunks) if is_code(language) else 0, 0 if is_code(language) else len(chunks),
+                           sum(1 for c in chunks if c.pages))
     fair.send(CONTEXTUALIZE_TASK, (collection, doc_id, version), queue=document_queue(collection, doc_id),
               priority=contextualize_priority(len(chunks)))
     states.set_state(collection, doc_id, version, states.CHUNKED, chunks_total=len(chunks), **facts)
@@ -116,8 +117,21 @@ def _extract(collection: str, doc_id: str, version: str, payload: dict[str, Any]
     payload = {**payload, "text": found.pop("text"), "extracted": found}
     capacity.wait_for_room(len(payload["text"].encode("utf-8")), "this file's text")
     body_store().put(collection, doc_id, version, payload)
-    body_store().delete_original(collection, doc_id, version)
+    _keep_original(collection, doc_id, version)
     return payload
+
+
+def _keep_original(collection: str, doc_id: str, version: str) -> None:
+    """The original bytes, kept for the search page to draw its pages (within their budget), or
+    dropped; the document's state says which."""
+    s = get_settings()
+    if not s.keep_originals:
+        body_store().delete_original(collection, doc_id, version)
+        states.annotate(collection, doc_id, original="not kept: SITUATE_KEEP_ORIGINALS is off")
+        return
+    kept = body_store().keep_original(collection, doc_id, version, s.keep_originals_mb * 1_000_000)
+    states.annotate(collection, doc_id, original="kept" if kept else
+                    f"not kept: over the {s.keep_originals_mb:,} MB kept for originals (SITUATE_KEEP_ORIGINALS_MB)")
 
 
 @app.task(name=CONTEXTUALIZE_TASK, base=PipelineTask)

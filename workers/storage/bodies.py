@@ -9,6 +9,13 @@ A file to be extracted in a worker (a PDF, an Office file, HTML) is stored as it
 beside the payload (``put_original``): raw, not base64 in JSON. The chunk stage extracts it,
 writes the extracted text into the payload and drops the original.
 
+A file's original bytes are *kept* too once extracted (``keep_original``, on by default:
+``SITUATE_KEEP_ORIGINALS``): the search page draws the page a hit cites from them, and links to
+the file itself. In Redis they are held under a budget (``SITUATE_KEEP_ORIGINALS_MB``, 512 MB for
+all collections), past which a file is not kept (its page cannot be shown, and the page says why);
+in S3 there is none. A new version replaces the last one's, a delete or a drop removes it, a
+reindex leaves it.
+
 Once indexed, the body of a document's indexed version is *kept*, compressed (``keep``): what a
 rebuild of the collection (``situate reindex``: another embedder, chunk size or model) starts
 from, without the source. zlib at level 6 takes prose to about a third, and the cost is per
@@ -31,6 +38,7 @@ from urllib.parse import urlparse
 from workers import faults, keys
 from workers.connections import redis_bytes_client, s3_client
 from workers.settings import get_settings
+from workers.storage.scripts import script
 
 # A body nobody picked up within this time is dropped rather than kept in memory forever.
 BODY_TTL_S = 7 * 24 * 3600
@@ -47,6 +55,8 @@ class BodyStore(Protocol):
     def keep(self, collection: str, doc_id: str, payload: dict[str, Any]) -> None: ...
     def kept(self, collection: str, doc_id: str) -> dict[str, Any] | None: ...
     def forget_kept(self, collection: str, doc_id: str) -> None: ...
+    def keep_original(self, collection: str, doc_id: str, version: str, budget: int) -> bool: ...
+    def kept_original(self, collection: str, doc_id: str) -> tuple[str, bytes] | None: ...
 
 
 def encode(payload: dict[str, Any]) -> bytes:
@@ -103,13 +113,35 @@ class RedisBodyStore:
         return None if raw is None else unpack(raw)
 
     def forget_kept(self, collection: str, doc_id: str) -> None:
+        """The kept body and the kept original (a deleted document)."""
         redis_bytes_client().delete(keys.kept(f"{collection}/{doc_id}"))
+        self._forget_original(f"{collection}/{doc_id}")
+
+    def keep_original(self, collection: str, doc_id: str, version: str, budget: int) -> bool:
+        name = f"{collection}/{doc_id}"
+        kept = script("original_keep")(keys=[self._original_key(collection, doc_id, version), keys.kept_original(name),
+                                             keys.kept_original_version(name), keys.ORIGINALS_BYTES],
+                                       args=[budget, version])
+        return bool(kept == 1)
+
+    def kept_original(self, collection: str, doc_id: str) -> tuple[str, bytes] | None:
+        name = f"{collection}/{doc_id}"
+        found = cast("list[bytes | None]", redis_bytes_client().mget([keys.kept_original_version(name),
+                                                                       keys.kept_original(name)]))
+        version, data = found
+        return None if version is None or data is None else (version.decode(), data)
+
+    def _forget_original(self, name: str) -> None:
+        script("original_forget")(keys=[keys.kept_original(name), keys.kept_original_version(name), keys.ORIGINALS_BYTES])
 
     def forget_collection(self, collection: str) -> None:
         r = redis_bytes_client()
         for pattern in (keys.body(f"{collection}/*"), keys.original(f"{collection}/*"), keys.kept(f"{collection}/*")):
             for key in r.scan_iter(pattern, count=1000):
                 r.delete(key)
+        prefix = keys.kept_original("")
+        for key in r.scan_iter(keys.kept_original(f"{collection}/*"), count=1000):
+            self._forget_original(key.decode()[len(prefix):])
 
 
 class S3BodyStore:
@@ -128,8 +160,8 @@ class S3BodyStore:
         name = f"{collection}/{version}/{sha256(doc_id.encode()).hexdigest()}{suffix}"
         return f"{self.prefix}/{name}" if self.prefix else name
 
-    def _kept_key(self, collection: str, doc_id: str) -> str:
-        name = f"{collection}/kept/{sha256(doc_id.encode()).hexdigest()}.json.z"
+    def _kept_key(self, collection: str, doc_id: str, suffix: str = ".json.z") -> str:
+        name = f"{collection}/kept/{sha256(doc_id.encode()).hexdigest()}{suffix}"
         return f"{self.prefix}/{name}" if self.prefix else name
 
     def _put(self, key: str, body: bytes | bytearray, **extra: Any) -> None:
@@ -175,6 +207,27 @@ class S3BodyStore:
 
     def forget_kept(self, collection: str, doc_id: str) -> None:
         self._delete(self._kept_key(collection, doc_id))
+        self._delete(self._kept_key(collection, doc_id, ".original"))
+
+    def keep_original(self, collection: str, doc_id: str, version: str, budget: int) -> bool:
+        """Copied within the bucket to the document's kept place (S3 has no budget of ours)."""
+        source = {"Bucket": self.bucket, "Key": self._key(collection, doc_id, version, ".original")}
+        target = self._kept_key(collection, doc_id, ".original")
+        faults.call(lambda: self.s3.copy_object(Bucket=self.bucket, Key=target, CopySource=source,
+                                                Metadata={"version": version}, MetadataDirective="REPLACE"), "s3")
+        self.delete_original(collection, doc_id, version)
+        return True
+
+    def kept_original(self, collection: str, doc_id: str) -> tuple[str, bytes] | None:
+        key = self._kept_key(collection, doc_id, ".original")
+
+        def read() -> tuple[str, bytes] | None:
+            try:
+                obj = self.s3.get_object(Bucket=self.bucket, Key=key)
+            except self.s3.exceptions.NoSuchKey:
+                return None
+            return str(obj.get("Metadata", {}).get("version", "")), cast("bytes", obj["Body"].read())
+        return faults.call(read, "s3")
 
     def forget_collection(self, collection: str) -> None:
         prefix = f"{self.prefix}/{collection}/" if self.prefix else f"{collection}/"

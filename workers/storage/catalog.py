@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from typing import Any, cast
 
 from pydantic import BaseModel, Field
@@ -68,7 +69,9 @@ class CollectionConfig(BaseModel):
     # None: chosen at query time by what the collection holds (see the read path's
     # ``auto_dense_weight``): code leans on BM25, prose on the vectors.
     dense_weight: float | None = Field(None, ge=0)
-    rrf_k: int = Field(60, ge=1, le=1000)  # 60 for collections stored before it existed
+    # None: chosen at query time by what the collection holds (``auto_rrf_k``): text sharp,
+    # paged documents flatter. 60 for collections stored before the field existed.
+    rrf_k: int | None = Field(60, ge=1, le=1000)
     # None: the server's SITUATE_RERANKER; "none": no reranking (``situate tune`` may set it).
     reranker: str | None = None
     # The OpenSearch index: primary shards (fixed at creation: a collection past ~50 GB, or
@@ -277,22 +280,31 @@ def list_dropping() -> list[str]:
     return _members(keys.DROPPING, keys.dropping)
 
 
-def record_mix(name: str, code_chunks: int, prose_chunks: int) -> None:
+def record_mix(name: str, code_chunks: int, prose_chunks: int, paged_chunks: int = 0) -> None:
     """What a collection holds, counted as documents are chunked: the read path leans on BM25
-    for code and on the vectors for prose."""
+    for code and on the vectors for prose, and fuses pages of documents (``paged``, a part of the
+    prose) more flatly than text."""
     pipe = redis_client().pipeline(transaction=False)
-    if code_chunks:
-        pipe.hincrby(keys.mix(name), "code", code_chunks)
-    if prose_chunks:
-        pipe.hincrby(keys.mix(name), "prose", prose_chunks)
+    for field, count in (("code", code_chunks), ("prose", prose_chunks), ("paged", paged_chunks)):
+        if count:
+            pipe.hincrby(keys.mix(name), field, count)
     pipe.execute()
 
 
-def code_fraction(name: str) -> float | None:
-    """Share of the collection's chunks cut from code; None before anything was chunked."""
-    mix = redis_client().hgetall(keys.mix(name))
-    code, prose = int(mix.get("code", 0)), int(mix.get("prose", 0))
-    return code / (code + prose) if code + prose else None
+@dataclass(frozen=True)
+class Mix:
+    """Shares of a collection's chunks: cut from code, and cut from paged documents (PDF pages,
+    slides); None before anything was chunked."""
+
+    code: float | None
+    paged: float | None
+
+
+def mix(name: str) -> Mix:
+    found = redis_client().hgetall(keys.mix(name))
+    code, prose, paged = (int(found.get(f, 0)) for f in ("code", "prose", "paged"))
+    total = code + prose
+    return Mix(code / total, paged / total) if total else Mix(None, None)
 
 
 def describe(config: CollectionConfig) -> dict[str, Any]:
