@@ -1,7 +1,7 @@
 """Benchmarks: run by ``ops/bench``; each prints its figures and the reference it is compared
 with, measured in the same run on the same machine.
 
-    pipeline  ingest chunks/s against the embedder's own passages/s      (bench_retrieval)
+    pipeline  ingest chunks/s against the embedder's own passages/s; --embedders a,b side by side (bench_retrieval)
     search    search latency and Pass@k through the HTTP API            (bench_retrieval)
     situate   cache reads, cost, scaling and rate limits against the stand-in LLM (bench_situate)
     memory    Redis memory through a 10,000-document run                 (bench_memory)
@@ -50,6 +50,7 @@ def main() -> None:
     p = sub.add_parser("pipeline")
     p.add_argument("--contextualizer", default="structural")
     p.add_argument("--concurrency", type=int, default=2)
+    p.add_argument("--embedders", default="", help="comma-separated, each its own run (default: a new collection's)")
     p.set_defaults(fn=bench_retrieval.bench_pipeline)
     s = sub.add_parser("search")
     s.add_argument("--collection", default="cookbook")

@@ -19,6 +19,19 @@ from harness import Api, Worker
 
 
 def bench_pipeline(args) -> None:
+    """The cookbook through the whole pipeline, once per embedder named (``--embedders``), each
+    against that embedder alone on the same texts in this process; ratios between the embedders
+    come from the same run."""
+    rates = {}
+    for embedder in args.embedders.split(","):
+        rates[embedder] = _pipeline_once(args, embedder or None)
+    if len(rates) > 1:
+        first, *rest = rates
+        for other in rest:
+            print(f"ingest {other} / {first}: {rates[other] / rates[first]:.2f}x chunks/s")
+
+
+def _pipeline_once(args, embedder_name: str | None) -> float:
     from producers import loaders, submit
     from workers import lifecycle
     from workers.chunking import guess_language, locate
@@ -28,7 +41,7 @@ def bench_pipeline(args) -> None:
 
     docs = list(loaders.load_cookbook(CORPUS / "codebase_chunks.json"))
     name = f"bench-{uuid.uuid4().hex[:6]}"
-    config = lifecycle.ensure(name, contextualizer=args.contextualizer)
+    config = lifecycle.ensure(name, contextualizer=args.contextualizer, embedder=embedder_name)
     worker = Worker(args.concurrency)
     try:
         started = time.perf_counter()
@@ -56,11 +69,13 @@ def bench_pipeline(args) -> None:
     lifecycle.delete(name)
 
     pipeline_rate, embed_rate = chunks / elapsed, len(texts) / embed_s
-    print(json.dumps({"bench": "pipeline", "contextualizer": args.contextualizer, "worker_processes": args.concurrency,
+    print(json.dumps({"bench": "pipeline", "embedder": config.embedder, "contextualizer": args.contextualizer,
+                      "worker_processes": args.concurrency,
                       "documents": len(docs), "failed": len(failed), "chunks": chunks,
                       "seconds": round(elapsed, 1), "chunks_per_s": round(pipeline_rate, 2),
                       "embedder_passages_per_s": round(embed_rate, 2),
-                      "pipeline_over_embedder": round(pipeline_rate / embed_rate, 3)}))
+                      "pipeline_over_embedder": round(pipeline_rate / embed_rate, 3)}), flush=True)
+    return pipeline_rate
 
 
 def bench_search(args) -> None:

