@@ -138,9 +138,9 @@ def _watch(collection: str | None, interval: float) -> None:
         workers = f"workers online: {len(snap['workers'])}, busy: {sum(bool(w['active']) for w in snap['workers'])}"
         return Group(table, queues, workers)
 
-    first = fleet.snapshot()
-    started = time.monotonic()
-    try:
+    try:  # Ctrl-C ends the watch cleanly wherever it lands, the first snapshot included
+        first = fleet.snapshot()
+        started = time.monotonic()
         with Live(frame(first, first, 0), console=out, refresh_per_second=4) as live:
             while True:
                 time.sleep(interval)

@@ -346,12 +346,17 @@ def test_status_watch_draws_live_bars_until_interrupted(run):
     import signal
 
     name, _ = run
+    # How long this machine, now, takes to start the CLI and take one snapshot: the watch is
+    # interrupted well after its first frame, not after fixed seconds a busy machine misses.
+    started = time.monotonic()
+    run_cli("status", "-c", name)
+    startup = time.monotonic() - started
     # Ctrl-C's signal as a terminal sends it; restored, as a job started in the background
     # (a CI runner's, say) inherits SIGINT ignored.
     proc = subprocess.Popen([SITUATE, "status", "--watch", "--interval", "0.5", "-c", name], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, env={**os.environ, "COLUMNS": "200", "TERM": "xterm"},
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    time.sleep(4)
+    time.sleep(max(4.0, 3 * startup + 1))
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=30)
     text = out.decode(errors="replace")
