@@ -96,8 +96,7 @@ async def denied(request: Request, exc: errors.Denied) -> JSONResponse:
 
 @app.exception_handler(errors.CollectionError)
 async def collection_error(request: Request, exc: errors.CollectionError) -> JSONResponse:
-    status = {errors.NoSuchCollection: 404, errors.Conflict: 409, errors.NotAllowed: 403}.get(type(exc), 422)
-    return JSONResponse({"detail": str(exc)}, status_code=status)
+    return JSONResponse({"detail": str(exc)}, status_code=exc.http_status)
 
 
 @app.exception_handler(RedisFull)
@@ -110,12 +109,12 @@ async def redis_full(request: Request, exc: RedisFull) -> JSONResponse:
 @app.exception_handler(errors.ProviderUnavailable)
 async def provider_unavailable(request: Request, exc: errors.ProviderUnavailable) -> JSONResponse:
     """A paid API (the query's embedder, a reranker) kept failing past its retries: not ours, not now."""
-    return JSONResponse({"detail": str(exc)}, status_code=503, headers={"Retry-After": "5"})
+    return JSONResponse({"detail": str(exc)}, status_code=exc.http_status, headers={"Retry-After": "5"})
 
 
 @app.exception_handler(errors.ProviderRefused)
 async def provider_refused(request: Request, exc: errors.ProviderRefused) -> JSONResponse:
-    return JSONResponse({"detail": str(exc)}, status_code=502)
+    return JSONResponse({"detail": str(exc)}, status_code=exc.http_status)
 
 
 @app.exception_handler(errors.Busy)

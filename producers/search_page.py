@@ -170,14 +170,10 @@ async def page(request: Request) -> Response:
             status, context["error"] = 422, "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors())
         except errors.Denied as e:
             status, context["error"] = e.status, str(e)
-        except errors.NotAllowed as e:
-            status, context["error"] = 403, str(e)
-        except errors.NoSuchCollection as e:
-            status, context["error"] = 404, str(e)
-        except (errors.CollectionError, ValueError) as e:  # an unknown reranker, say
+        except (errors.CollectionError, errors.ProviderUnavailable, errors.ProviderRefused) as e:  # as the API answers
+            status, context["error"] = e.http_status, str(e)
+        except ValueError as e:  # an unknown reranker, say
             status, context["error"] = 422, str(e)
-        except (errors.ProviderUnavailable, errors.ProviderRefused) as e:  # a remote reranker or embedder
-            status, context["error"] = 503, str(e)
     body = _templates.get_template("search.html").render(**context)
     return HTMLResponse(body, status_code=status, headers=signin.HEADERS)
 

@@ -37,11 +37,16 @@ class Unsupported(ExtractionError, ValueError):
 
 # Collections
 class CollectionError(PublicError, ValueError):
-    """A collection's settings conflict with what is asked, or are not allowed."""
+    """A collection's settings conflict with what is asked, or are not allowed. ``http_status``:
+    what the API and the pages answer with, one table for both."""
+
+    http_status = 422
 
 
 class NoSuchCollection(CollectionError):
     """No collection by that name (or it is being dropped)."""
+
+    http_status = 404
 
 
 class BadName(CollectionError):
@@ -51,9 +56,13 @@ class BadName(CollectionError):
 class Conflict(CollectionError):
     """Asked for other settings than the collection was created with."""
 
+    http_status = 409
+
 
 class NotAllowed(CollectionError):
     """Settings the deployment does not allow (``SITUATE_ALLOWED_*``)."""
+
+    http_status = 403
 
 
 # The index
@@ -91,10 +100,14 @@ class ProviderRefused(PublicError, RuntimeError):
     """A paid API or S3 refused a request for good (a bad input, a missing model, a wrong key):
     its own message. Asking again would be paying again for the same answer."""
 
+    http_status = 502
+
 
 class ProviderUnavailable(PublicError, RuntimeError):
     """A paid API or S3 kept failing transiently past the attempts of one call: the stage runs
     again in place, as for an unreachable Redis (``pipeline.guard``)."""
+
+    http_status = 503
 
 
 # Producers
