@@ -54,9 +54,10 @@ LIBRARIES: dict[str, tuple[str, Callable[[Path], list[str]]]] = {
 
 def _page_at_10(name: str, pages_of: dict[str, list[str]]) -> dict[str, float]:
     """Plain BM25 over the pages' text, chunked by the layout chunker, graded by page."""
-    from producers.evaluate import Retrieved, evaluate, load_queries
+    from producers.evaluation.evaluate import Retrieved, evaluate, load_queries
     from producers.retrieval.search import SearchOptions, search
-    from workers import layout, lifecycle
+    from workers import lifecycle
+    from workers.chunks import layout
     from workers.extraction import cleanup
     from workers.extraction.document import Extracted
     from workers.storage import chunk_index

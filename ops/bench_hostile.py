@@ -51,8 +51,9 @@ def _wait_ended(collection: str, doc_id: str, timeout: float) -> tuple[dict[str,
 
 
 def _submit(collection: str, name: str, data: bytes) -> None:
-    from producers.submit import RawDocument, submit
+    from producers.ingest.submit import submit
     from workers import lifecycle
+    from workers.documents.validation import RawDocument
 
     submit(lifecycle.ensure(collection, contextualizer="none"), [RawDocument(name, data, {}, name=name)])
 
@@ -146,7 +147,7 @@ def _run(make: Any, folder: Path, redis: RedisServer, api: Api) -> None:
     print("== tools/list with 6,000 other keys in Redis")
     from mcp import Client
 
-    from producers import auth, mcp_server
+    from producers.web import auth, mcp_server
 
     r = redis_client()
     pipe = r.pipeline(transaction=False)

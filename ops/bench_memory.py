@@ -22,7 +22,7 @@ FAST = {"base_latency_s": 0.01, "uncached_s_per_ktok": 0.005, "read_s_per_ktok":
 
 
 def _documents(n: int, tag: str) -> list:
-    from producers.submit import RawDocument
+    from workers.documents.validation import RawDocument
 
     out = []
     for d in range(n):
@@ -47,7 +47,7 @@ class Sampler(threading.Thread):
 
 
 def _run(documents: int, workers: int, standin: StandIn, maxmemory: int | None) -> dict:
-    from producers import submit
+    from producers.ingest import submit
     from workers import lifecycle
     from workers.connections import redis_client
     from workers.storage import capacity, states

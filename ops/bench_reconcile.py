@@ -31,11 +31,12 @@ QUEUE = "contextualize.0"
 def _populate(r, start: int, n: int, at: float) -> None:
     """Documents ``start`` .. ``start + n``: a state hash each, in the in-flight index; all but 1
     in 1,000 with their contextualize message parked in the fair gate's line (a backlog)."""
+    from workers import keys
     from workers.storage import fairqueue, states
 
-    line = f"{fairqueue.PREFIX}{QUEUE}:c:bench"
-    if not r.exists(f"{fairqueue.PREFIX}{QUEUE}:ring"):
-        r.rpush(f"{fairqueue.PREFIX}{QUEUE}:ring", "bench")
+    line = keys.fair_line(QUEUE, "bench")
+    if not r.exists(keys.fair_ring(QUEUE)):
+        r.rpush(keys.fair_ring(QUEUE), "bench")
     for lo in range(start, start + n, 10_000):
         pipe = r.pipeline(transaction=False)
         moving, waiting, entries = {}, {}, []

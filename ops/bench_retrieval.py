@@ -32,9 +32,9 @@ def bench_pipeline(args) -> None:
 
 
 def _pipeline_once(args, embedder_name: str | None) -> float:
-    from producers import loaders, submit
+    from producers.ingest import loaders, submit
     from workers import lifecycle
-    from workers.chunking import guess_language, locate
+    from workers.chunks.splitting import guess_language, locate
     from workers.contextualizers import registry
     from workers.contextualizers.base import SourceDocument, contextualized_text
     from workers.embedding import registry as embedders
@@ -83,7 +83,7 @@ def bench_search(args) -> None:
     Server-Timing header: query embedding, OpenSearch, fusion, fetching the hits)."""
     import httpx
 
-    from producers.evaluate import KS, Retrieved, evaluate, load_queries, percentile
+    from producers.evaluation.evaluate import KS, Retrieved, evaluate, load_queries, percentile
     from workers.storage import catalog
 
     config = catalog.load(args.collection)

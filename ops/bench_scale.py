@@ -48,7 +48,7 @@ def _corpus_texts() -> list[tuple[str, str]]:
 
 
 def _documents(texts: list[tuple[str, str]], copy: int):
-    from producers.submit import RawDocument
+    from workers.documents.validation import RawDocument
 
     for doc_id, text in texts:
         yield RawDocument(f"{copy:04d}/{doc_id}", f"(copy {copy})\n{text}", {"copy": copy})
@@ -122,7 +122,7 @@ class Sampler(threading.Thread):
 # -- the run -------------------------------------------------------------------------------------
 
 def bench_scale(args) -> None:
-    from producers import submit
+    from producers.ingest import submit
     from workers import lifecycle
     from workers.connections import opensearch_client, redis_client
     from workers.storage import capacity, chunk_index
@@ -216,7 +216,7 @@ def bench_scale(args) -> None:
 
 def _search_latency(config, queries: list[str]) -> dict:
     """p50/p95 of ``search`` (as the API calls it), and of each of its steps."""
-    from producers.evaluate import percentile
+    from producers.evaluation.evaluate import percentile
     from producers.retrieval.search import search
 
     latencies, parts = [], {}
@@ -274,9 +274,9 @@ def _deciles(timeline: list[tuple[float, int]]) -> list[float]:
 def _llm_scaling(args) -> None:
     """The LLM stage alone: N worker processes on the contextualize queues, two calls in
     flight each, calls of ~1 s; chunk and index on one CPU worker for every N."""
-    from producers import submit
-    from producers.submit import RawDocument
+    from producers.ingest import submit
     from workers import lifecycle
+    from workers.documents.validation import RawDocument
 
     slow = {"base_latency_s": 1.0, "uncached_s_per_ktok": 0.0, "read_s_per_ktok": 0.0, "output_s_per_tok": 0.0}
     results = {}

@@ -67,7 +67,7 @@ def cookbook_baseline(standin: StandIn, threads: int) -> dict:
 
 def situate_run(standin: StandIn, label: str, workers: int, concurrency: int,
                 limits: dict | None = None, burst_s: float = 60.0) -> dict:
-    from producers import loaders, submit
+    from producers.ingest import loaders, submit
     from workers import lifecycle
     from workers.contextualizers.claude import usage
     from workers.pipeline.routing import CHUNK_QUEUE, contextualize_queue

@@ -1,7 +1,7 @@
 """A small Python client for the HTTP API, and its async twin for the read side (search and
 documents' states: what agents and the framework retrievers need).
 
-    from producers.client import SituateClient
+    from situate import SituateClient
     with SituateClient("http://127.0.0.1:8000", token="...") as c:
         c.add_documents("docs", [{"id": "a", "text": "..."}])
         c.add_file("docs", "reports/3M_2018_10K.pdf")

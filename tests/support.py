@@ -33,8 +33,9 @@ def cookbook_docs() -> list[dict]:
 def ingest(collection: str, docs: list[dict[str, Any]], timeout: float = 300, **settings: Any) -> dict[str, dict]:
     """Documents ``{"id", "text", "metadata"?, "chunks"?}`` through the same submit and wait as
     ``situate ingest``, in this process; returns the final state per doc_id, searchable."""
-    from producers.submit import RawDocument, new_run, submit_when_free, wait
+    from producers.ingest.submit import new_run, submit_when_free, wait
     from workers import lifecycle
+    from workers.documents.validation import RawDocument
     from workers.storage import chunk_index
 
     config = lifecycle.ensure(collection, **settings)

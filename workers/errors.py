@@ -7,7 +7,7 @@ query). The second base of each class (``ValueError``, ``RuntimeError``) says wh
 mistake it is, so callers that only know the standard library still catch it sensibly.
 
 ``ProviderFault`` is the one error here that is not public: a retryable answer from a paid API,
-caught by the scheduler and never shown. ``producers.http_guard.BodyTooLarge`` stays beside the
+caught by the scheduler and never shown. ``producers.web.http_guard.BodyTooLarge`` stays beside the
 HTTP code: it is an HTTP response (a Starlette exception), and this module imports nothing.
 """
 

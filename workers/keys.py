@@ -5,8 +5,9 @@ All of them start with ``PREFIX``, so one Redis can serve other applications bes
 of the ids it is per (collection, document, version); passing ``"*"`` for an id gives the
 pattern that ``SCAN`` needs to find the family's keys of one collection. Families that a module
 owns whole (metrics, fair lines, workers online, sessions) get a prefix here and their layout
-below it there. The Lua scripts (``storage/lua``) receive their keys as ``KEYS``, never build
-them, so this module is the whole list.
+below it here too. The Lua scripts (``storage/lua``) receive their keys as ``KEYS``, or, where
+they meet names only inside Redis (the fair gate's rings), the layout to build them from
+(``FAIR_LAYOUT``): this module is the whole list, Kombu's keys included.
 """
 
 from __future__ import annotations
@@ -153,7 +154,36 @@ def rate_bucket(scope: str, dimension: str) -> str:
 
 TOKENS = _key("tokens")  # API tokens by SHA-256 (storage/tokens.py)
 METRICS = namespace("metrics")
+
+# The fair gate (storage/fairqueue.py): a line of parked work per (queue, collection), a ring of
+# the collections with work waiting and their debts per queue. Its Lua scripts meet collections
+# in a ring, so they cannot be handed every line as KEYS: they receive ``FAIR_LAYOUT`` and
+# build a line, ring or debt key exactly as the functions below do.
 FAIR = namespace("fair")
+FAIR_LINE, FAIR_RING, FAIR_DEBT = ":c:", ":ring", ":debt"
+FAIR_LAYOUT = (FAIR, FAIR_LINE, FAIR_RING, FAIR_DEBT)
+FAIR_SENDING, FAIR_SENDING_DATA = FAIR + "sending", FAIR + "sending:data"  # admitted, not yet received
+FAIR_WAITING, FAIR_WAITING_TOTAL = FAIR + "waiting", FAIR + "waiting:total"  # entries per document
+
+
+def fair_line(queue: str, collection: str) -> str:
+    return FAIR + queue + FAIR_LINE + collection
+
+
+def fair_ring(queue: str) -> str:
+    return FAIR + queue + FAIR_RING
+
+
+def fair_debts(queue: str) -> str:
+    return FAIR + queue + FAIR_DEBT
+
+
+# Kombu's own keys (its Redis transport; pipeline/sending.py passes these names to it, so they
+# are set here, not assumed): messages delivered and not acknowledged, by delivery tag, and when
+# each was delivered. Unprefixed, as Kombu has always named them: a rename would strand the
+# messages of a deployment upgraded while some were in flight.
+KOMBU_UNACKED, KOMBU_UNACKED_INDEX, KOMBU_UNACKED_MUTEX = "unacked", "unacked_index", "unacked_mutex"
+
 WORKERS = namespace("workers")
 SESSIONS = namespace("sessions")
 

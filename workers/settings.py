@@ -169,11 +169,11 @@ class Settings(BaseSettings):
     llama_n_ctx: int = 4096
     llama_threads: int = 0  # 0: llama.cpp's default
     llama_allow_amx: bool = False  # see contextualizers/llama.py: AMX builds crashed here
-    # The API (see producers/auth.py). The admin token; the address it is bound to (set by
+    # The API (see producers/web/auth.py). The admin token; the address it is bound to (set by
     # ``situate api``): beyond loopback, it refuses to start without a token.
     api_token: str = ""
     api_host: str = "127.0.0.1"
-    # How long a browser stays signed in to /dashboard (producers/dashboard.py).
+    # How long a browser stays signed in to /dashboard (producers/web/dashboard.py).
     dashboard_session_s: int = 8 * 3600
     # ``situate flower``: basic auth (required beyond loopback). OAuth: Flower's own
     # FLOWER_OAUTH2_* variables and --auth, passed through as they are.

@@ -14,7 +14,7 @@ from producers.cli.common import err, existing, fail, open_or_create, out, safe
 from workers import errors
 
 if TYPE_CHECKING:
-    from producers.submit import RawDocument
+    from workers.documents.validation import RawDocument
 
 
 def _queue_all(config: Any, documents: Iterable[Any], run: str, batch: bool, progress: Any, task: Any, listing: Any,
@@ -22,8 +22,8 @@ def _queue_all(config: Any, documents: Iterable[Any], run: str, batch: bool, pro
     """Submit every document, each recorded against the source it came from (``--sync``)."""
     import time
 
-    from producers import s3, submit
-    from producers import sync as sync_
+    from producers.ingest import s3, submit
+    from producers.ingest import sync as sync_
     from workers.storage import capacity
 
     submissions = []
@@ -43,7 +43,7 @@ def _queue_all(config: Any, documents: Iterable[Any], run: str, batch: bool, pro
 
 def _check_sources(paths: list[str], fmt: str) -> None:
     """Refuse a bad format or a missing source before anything is queued."""
-    from producers import loaders, s3
+    from producers.ingest import loaders, s3
 
     if fmt not in loaders.FORMATS:
         fail(f"--format must be one of {loaders.FORMATS}")
@@ -99,8 +99,8 @@ def ingest(
 ) -> None:
     """Queue documents; by default wait until each is indexed or failed (exit 1 if any failed)."""
 
-    from producers import loaders, s3, submit
-    from producers import sync as sync_
+    from producers.ingest import loaders, s3, submit
+    from producers.ingest import sync as sync_
 
     _check_sources(paths, fmt)
     listing = s3.Listing()
@@ -186,7 +186,7 @@ def ingest(
 def _sync(collection: str, paths: list[str], seen: dict[str, set[str]], listing: Any, skipped: Any, dry_run: bool,
           force: bool, json_output: bool) -> bool:
     """Delete (or list) each source's documents that the pass did not find; True if refused."""
-    from producers import sync as sync_
+    from producers.ingest import sync as sync_
 
     kept_anyway = {p for rels in skipped.by_reason.values() for p in rels} | listing.present
     plans = [sync_.plan(collection, source, found | kept_anyway) for source, found in seen.items()]
@@ -210,7 +210,7 @@ def _sync(collection: str, paths: list[str], seen: dict[str, set[str]], listing:
 
 
 def _print_estimate(collection: str, requested: dict[str, Any], documents: Iterable[Any], json_output: bool) -> None:
-    from producers.estimate import estimate
+    from producers.ingest.estimate import estimate
     from workers import lifecycle
     from workers.errors import CollectionError
 
@@ -222,7 +222,7 @@ def _print_estimate(collection: str, requested: dict[str, Any], documents: Itera
 
 
 def show_estimate(e: Any, json_output: bool) -> None:
-    """An ``Estimate`` (producers.estimate) for people, or as JSON."""
+    """An ``Estimate`` (producers.ingest.estimate) for people, or as JSON."""
     if json_output:
         print(json.dumps(e.to_json()))
         return
@@ -309,7 +309,7 @@ def retry(ids: list[str] = typer.Argument(None, help="Document ids (default: eve
           no_wait: bool = typer.Option(False, "--no-wait"),
           json_output: bool = typer.Option(False, "--json")) -> None:
     """Queue failed documents again; contexts already paid for are not paid twice."""
-    from producers import submit
+    from producers.ingest import submit
     from workers.storage import states
 
     config = existing(collection)

@@ -20,7 +20,7 @@ def status(
     interval: float = typer.Option(2.0, help="Seconds between updates with --watch.", min=0.2),
 ) -> None:
     """Collections with their settings, document counts by state, chunks indexed, and queues."""
-    from producers import fleet
+    from producers.web import fleet
     from workers.storage import catalog, chunk_index, states
 
     if watch:
@@ -118,7 +118,7 @@ def _watch(collection: str | None, interval: float) -> None:
     from rich.live import Live
     from rich.progress_bar import ProgressBar
 
-    from producers import fleet
+    from producers.web import fleet
 
     def frame(first: dict[str, Any], snap: dict[str, Any], elapsed: float) -> Group:
         rows = [r for r in snap["collections"] if not collection or r["collection"] == collection]

@@ -103,17 +103,17 @@ def api(host: str = typer.Option("127.0.0.1"), port: int = typer.Option(8000)) -
 
     import uvicorn
 
-    from producers.auth import is_loopback
     from producers.cli.common import fail
+    from producers.web.auth import is_loopback
     from workers import logs
     from workers.settings import get_settings, override
 
     if not is_loopback(host) and not get_settings().api_token:
         fail(f"refusing to listen on {host} without a token: set SITUATE_API_TOKEN (the admin token), "
              "then give callers their own with `situate token create`")
-    override(api_host=host)  # the app answers by where it listens (see producers/auth.py)
+    override(api_host=host)  # the app answers by where it listens (see producers/web/auth.py)
     logs.configure("INFO")
-    uvicorn.run("producers.api:app", host=host, port=port, log_config=None, access_log=True)
+    uvicorn.run("producers.web.api:app", host=host, port=port, log_config=None, access_log=True)
 
 
 def mcp(token_file: Path | None = typer.Option(
@@ -122,9 +122,9 @@ def mcp(token_file: Path | None = typer.Option(
     that starts this command. Reads Redis and OpenSearch itself: no API needed. Without
     --token-file it acts as the deployment's admin, which needs SITUATE_API_TOKEN in its
     environment (or a developer's machine where no token exists at all)."""
-    from producers import auth
     from producers.cli.common import fail
-    from producers.mcp_server import stdio_server
+    from producers.web import auth
+    from producers.web.mcp_server import stdio_server
     from workers import logs
     from workers.settings import get_settings
 
@@ -154,8 +154,8 @@ def flower(host: str = typer.Option("127.0.0.1"), port: int = typer.Option(5555)
     import os
     import sys
 
-    from producers.auth import is_loopback
     from producers.cli.common import fail
+    from producers.web.auth import is_loopback
     from workers.settings import get_settings
 
     s = get_settings()

@@ -36,7 +36,7 @@ def reindex(
     live generation until the new one holds every document, then switch in one step. Contexts
     are reused where their text, document, contextualizer, model and prompt are unchanged."""
     from producers.cli.documents import show_estimate
-    from producers.estimate import estimate_reindex
+    from producers.ingest.estimate import estimate_reindex
     from workers.pipeline import rebuild
 
     existing(collection)

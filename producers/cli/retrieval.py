@@ -12,7 +12,7 @@ from rich.table import Table
 from producers.cli.common import existing, fail, out, safe
 
 if TYPE_CHECKING:
-    from producers.evaluate import LabelledQuery
+    from producers.evaluation.evaluate import LabelledQuery
     from workers.storage.catalog import CollectionConfig
 
 
@@ -83,7 +83,7 @@ def _evaluate_collection(labelled: list[LabelledQuery], name: str, config: Colle
                          overrides: dict[str, Any],
                          label_prefix: str = "") -> list[Any]:
     """Each configuration of ``spec`` on one collection, labelled ``<prefix>mode``."""
-    from producers.evaluate import Retrieved, evaluate
+    from producers.evaluation.evaluate import Retrieved, evaluate
     from producers.retrieval import search as retrieval
 
     results = []
@@ -128,7 +128,7 @@ def eval_cmd(
     """Pass@k, Recall@k (k = 5, 10, 20) and MRR@10 of each search configuration, side by side;
     the queries that flipped between two of them; optionally a markdown report and a chart.
     With --suites, on several corpora at once."""
-    from producers.evaluate import load_queries
+    from producers.evaluation.evaluate import load_queries
     from workers.errors import QueryFileError
     from workers.settings import get_settings
 
@@ -157,7 +157,7 @@ def eval_cmd(
 def _print_results(results: list[Any], loaded: dict[str, Any], names: list[str], labelled: Any, source: str,
                    compare: str | None, report: Path | None, json_output: bool, chosen_reranker: str,
                    overrides: dict[str, Any]) -> None:
-    from producers.evaluate import KS, MRR_K, chart_png, flips, markdown_report
+    from producers.evaluation.evaluate import KS, MRR_K, chart_png, flips, markdown_report
 
     by_label = {r.label: r for r in results}
     if compare:
@@ -211,7 +211,7 @@ def _print_results(results: list[Any], loaded: dict[str, Any], names: list[str],
 
 def _print_groups(results: list[Any], k: int = 10) -> None:
     """The headline at ``k`` per group of queries (``doc_type``…), when they carry one."""
-    from producers.evaluate import group_rows
+    from producers.evaluation.evaluate import group_rows
 
     rows = group_rows(results, k)
     if not rows:
@@ -244,8 +244,8 @@ def describe(name: str, c: CollectionConfig, overrides: dict[str, Any]) -> str:
 
 def _eval_suites(path: Path, spec: str, chosen_reranker: str, overrides: dict[str, Any], report: Path | None,
                  json_output: bool) -> None:
-    from producers import suites
-    from producers.evaluate import KS
+    from producers.evaluation import suites
+    from producers.evaluation.evaluate import KS
     from workers.errors import QueryFileError
 
     try:
@@ -299,8 +299,8 @@ def tune(
 ) -> None:
     """Find the fusion, weights, RRF k and reranking that suit your labelled queries, graded with
     cross-validation (never on the queries a setting was chosen on); --apply stores the winner."""
-    from producers import tuning
-    from producers.evaluate import KS, load_queries
+    from producers.evaluation import tuning
+    from producers.evaluation.evaluate import KS, load_queries
     from producers.retrieval import rerankers as retrieval_rerankers
     from workers import lifecycle
     from workers.errors import QueryFileError

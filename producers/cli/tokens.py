@@ -18,7 +18,7 @@ def create(collection: str = typer.Option(..., "--collection", "-c", help="A col
            scope: str = typer.Option(..., help="read (search, status) | write (+ documents) | admin (+ collections)"),
            name: str = typer.Option("", help="A label to recognise it by in `situate token list`.")) -> None:
     """Issue a token; it is printed once, on the last line, and stored only as a hash."""
-    from producers import auth
+    from producers.web import auth
     from workers.storage import catalog
 
     if collection != "*":

@@ -1,7 +1,7 @@
 """A LangChain retriever over a situate collection (``pip install 'situate[langchain]'``).
 
-    from producers.integrations.langchain import SituateRetriever
-    retriever = SituateRetriever(collection="docs", url="http://127.0.0.1:8000", token="...", k=5)
+    from situate import LangChainRetriever  # this class
+    retriever = LangChainRetriever(collection="docs", url="http://127.0.0.1:8000", token="...", k=5)
     docs = retriever.invoke("what does the kernel schedule?")
     docs[0].metadata["citation"]   # '3M_2018_10K.pdf p. 60 · Item 8 › Cash flows'
 

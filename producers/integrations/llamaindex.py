@@ -1,7 +1,7 @@
 """A LlamaIndex retriever over a situate collection (``pip install 'situate[llamaindex]'``).
 
-    from producers.integrations.llamaindex import SituateRetriever
-    retriever = SituateRetriever(collection="docs", url="http://127.0.0.1:8000", token="...", k=5)
+    from situate import LlamaIndexRetriever  # this class
+    retriever = LlamaIndexRetriever(collection="docs", url="http://127.0.0.1:8000", token="...", k=5)
     nodes = retriever.retrieve("what does the kernel schedule?")
     nodes[0].score, nodes[0].node.metadata["citation"]
 

@@ -28,10 +28,11 @@ def on_cluster(tmp_path_factory):
 
 
 def test_a_node_killed_mid_ingest_loses_nothing_and_search_keeps_answering(on_cluster):
+    from producers.ingest.submit import submit, wait
     from producers.retrieval.search import search
-    from producers.submit import RawDocument, submit, wait
     from workers import lifecycle
     from workers.connections import opensearch_client
+    from workers.documents.validation import RawDocument
     from workers.storage import chunk_index, states
 
     client = opensearch_client()

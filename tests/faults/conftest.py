@@ -129,9 +129,9 @@ def documents(n: int, chunks: int = 4, words: int = 60, tag: str = "v1", marker:
 
 
 def submit(collection: str, docs: list[dict], **settings) -> list:
-    from producers.submit import RawDocument
-    from producers.submit import submit as submit_all
+    from producers.ingest.submit import submit as submit_all
     from workers import lifecycle
+    from workers.documents.validation import RawDocument
 
     config = lifecycle.ensure(collection, **settings)
     raws = [RawDocument(d["id"], d["text"], d.get("metadata") or {},
@@ -243,7 +243,7 @@ def audit(collection: str, expected: dict[str, tuple[str, int]], standin: StandI
 
 
 def expected_of(docs: list[dict]) -> dict[str, tuple[str, int]]:
-    from workers.documents import ChunkInput, content_version
+    from workers.documents.identity import ChunkInput, content_version
 
     return {d["id"]: (content_version(d["text"], [ChunkInput(n=i, text=t) for i, t in enumerate(d["chunks"])]),
                       len(d["chunks"])) for d in docs}

@@ -17,6 +17,7 @@ from harness import RedisServer, free_port, stop
 from tests.faults.conftest import Pace, audit, documents, expected_of, report, submit, wait_done
 from tests.faults.test_faults import LLM
 from tests.support import use_services, wait_until
+from workers.storage import checkpoints
 
 MASTER = "situate-failover"
 
@@ -72,7 +73,12 @@ def test_redis_master_killed_mid_run_the_replica_takes_over(failover_redis, stan
     os.kill(master.proc.pid, signal.SIGKILL)
     wait_until(lambda: _replication(replica).get("role") == "master", 60, "the sentinels to promote the replica")
     promoted_s = time.time() - fault
-    in_flight = standin.in_flight_during(fault, time.time() + 5)
+    # A call is exposed from its request until a replica confirms its checkpoint: the stand-in
+    # sees the request and the answer, and the confirmation follows the answer by up to WAIT's
+    # timeout plus the worker's own time to write. So the calls that can be paid twice are those
+    # in flight from that long before the kill until the new master is serving.
+    exposed_before_s = checkpoints.REPLICA_WAIT_MS / 1000 + 1.0
+    in_flight = standin.in_flight_during(fault - exposed_before_s, time.time() + 5)
     took = wait_done(collection_name, [d["id"] for d in docs], timeout=pace.deadline(len(docs), extra_s=60 + 15))
     result = audit(collection_name, expected_of(docs), standin)
     report("Redis master killed -9, replica promoted", result, in_flight=in_flight,

@@ -108,7 +108,7 @@ def test_every_message_lost_mid_run_is_found_by_the_reconciler(standin, fleet, c
     gate's lines and what it was sending (an operator's FLUSHDB of the broker's keys): the
     documents stop moving with no message anywhere, and the reconciler sends each on from its
     checkpoint, with no operator action."""
-    from workers import metrics
+    from workers import keys, metrics
     from workers.connections import redis_client
     from workers.pipeline.routing import all_queues, sublists
     from workers.storage import fairqueue
@@ -126,8 +126,8 @@ def test_every_message_lost_mid_run_is_found_by_the_reconciler(standin, fleet, c
     fault = time.time()
     r = redis_client()
     kept = {fairqueue.WAITING, fairqueue.WAITING_TOTAL}  # counts left saying work waits: a drift to notice
-    lost = [name for q in all_queues() for name in sublists(q)] + ["unacked", "unacked_index"]
-    lost += [k for k in r.scan_iter(f"{fairqueue.PREFIX}*", count=1000) if k not in kept]
+    lost = [name for q in all_queues() for name in sublists(q)] + [keys.KOMBU_UNACKED, keys.KOMBU_UNACKED_INDEX]
+    lost += [k for k in r.scan_iter(f"{keys.FAIR}*", count=1000) if k not in kept]
     deleted = r.delete(*lost)
     in_flight = standin.in_flight_during(fault, time.time())
     # Found once 10 s without moving, by a pass every 2 s, then the rest at the run's own pace.
@@ -148,7 +148,7 @@ def test_an_index_blocked_for_writes_30_seconds_mid_run(standin, fleet, collecti
     (``read_only_allow_delete``) and every write answers 429 ``cluster_block_exception``; then,
     as an operator freeing the disk might, a ``write`` block (403) instead. 15 s each. The index
     stage waits and retries in place; no document fails; ``/metrics`` shows the block."""
-    from producers import prometheus
+    from producers.web import prometheus
     from workers import metrics
     from workers.connections import opensearch_client
     from workers.storage import catalog
@@ -360,9 +360,8 @@ def test_deliveries_deferred_by_a_held_lease_do_not_use_up_the_pool(standin, fle
     must give its pool slot back. Four such deferrals on a worker of two pool processes, then
     other documents: they are indexed at once, not after the held ones (the worker used to
     stop taking work, its pool idle, after `concurrency` deferrals: found by ops/bench scale)."""
-    from producers.submit import RawDocument, validate
     from workers.connections import redis_client
-    from workers.documents import content_version
+    from workers.documents.validation import RawDocument, valid
     from workers.pipeline import guard
 
     docs = documents(8, chunks=2, words=20)
@@ -370,9 +369,9 @@ def test_deliveries_deferred_by_a_held_lease_do_not_use_up_the_pool(standin, fle
     worker = fleet(SITUATE_RECOVERY_S="30").start(n=1, concurrency=2).workers[0]
     keys = []
     for d in held:  # their chunk stage's lease, taken by "another delivery"
-        text, chunks = validate(RawDocument(d["id"], d["text"], {}, [{"n": i, "text": t}
-                                                                    for i, t in enumerate(d["chunks"])]), 10**7)
-        keys.append(guard.unit_of("situate.chunk", [collection_name, d["id"], content_version(text, chunks)]))
+        version = valid(RawDocument(d["id"], d["text"], {}, [{"n": i, "text": t}
+                                                            for i, t in enumerate(d["chunks"])]), 10**7).version
+        keys.append(guard.unit_of("situate.chunk", [collection_name, d["id"], version]))
         assert guard.take_lease(keys[-1], "another-delivery")
     submit(collection_name, held, contextualizer="keywords", embedder="voyage")
     wait_until(lambda: worker.log.read_text(errors="replace").count("held by another delivery") >= 4, 60,

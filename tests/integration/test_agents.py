@@ -13,9 +13,9 @@ import httpx
 import pytest
 from harness import SITUATE, Api
 
-from producers import auth
 from producers.client import SituateClient
-from producers.evaluate import load_queries
+from producers.evaluation.evaluate import load_queries
+from producers.web import auth
 from tests.support import COOKBOOK, cookbook_docs, run_cli
 
 ADMIN = "agents-admin-token-0123456789"

@@ -17,8 +17,9 @@ BACKLOG = 90
 
 
 def test_a_backlog_in_one_collection_does_not_hold_back_another(tmp_path):
-    from producers.submit import RawDocument, submit
+    from producers.ingest.submit import submit
     from workers import lifecycle
+    from workers.documents.validation import RawDocument
     from workers.storage import states
 
     redis = RedisServer(tmp_path / "redis")

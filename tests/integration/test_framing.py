@@ -229,7 +229,7 @@ def test_open_mode_takes_no_write_from_another_site_and_never_reopens(tmp_path, 
                 assert httpx.post(f"{base}/refresh", headers=same).status_code == 200
                 assert httpx.post(f"{base}/files", params={"id": "b.txt"}, content=b"from curl",
                                   headers={"Content-Type": "text/plain"}).status_code == 202  # no browser: served
-                from producers import auth
+                from producers.web import auth
 
                 token, token_id = auth.create_token("*", "read", "closes-it")
                 wait_until(lambda: httpx.get(base).status_code == 401, 30, "the API to close once a token exists")

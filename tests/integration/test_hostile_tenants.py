@@ -41,8 +41,9 @@ def _drop_all() -> None:
 
 
 def _submit_file(collection: str, name: str, data: bytes):
-    from producers.submit import RawDocument, submit
+    from producers.ingest.submit import submit
     from workers import lifecycle
+    from workers.documents.validation import RawDocument
 
     config = lifecycle.ensure(collection, contextualizer="none")
     return submit(config, [RawDocument(name, data, {}, name=name)])[0]
@@ -123,7 +124,7 @@ def test_listing_collections_scans_nothing_however_many_keys_redis_holds(single)
     SCAN calls over 6,294 keys. The catalog keeps a set of names now."""
     from mcp import Client
 
-    from producers import auth, mcp_server
+    from producers.web import auth, mcp_server
     from workers import lifecycle
     from workers.connections import redis_client
 
@@ -153,9 +154,10 @@ def test_listing_collections_scans_nothing_however_many_keys_redis_holds(single)
 def test_a_generation_never_takes_another_collections_index(single):
     """``acme-g2`` (a collection) and generation 2 of ``acme`` (a reindex) had the same index,
     ``situate-acme-g2``; acme's reindex and rollback deleted acme-g2's documents."""
-    from producers.submit import RawDocument, submit, wait
+    from producers.ingest.submit import submit, wait
     from workers import errors, lifecycle
     from workers.connections import opensearch_client
+    from workers.documents.validation import RawDocument
     from workers.pipeline import rebuild
     from workers.storage import catalog, chunk_index
 
@@ -195,7 +197,7 @@ def test_the_mcp_search_tool_takes_what_the_api_search_route_takes(single):
     """The MCP ``search`` tool had no query limit and untyped filters (a dict of anything)."""
     from mcp import Client
 
-    from producers import auth, mcp_server
+    from producers.web import auth, mcp_server
     from workers import lifecycle
 
     name = _name("mcp")

@@ -62,7 +62,7 @@ def test_a_document_over_the_window_is_cut_to_a_fixed_head(monkeypatch):
     """Counted with the model's tokenizer: the prompt always fits, and the head is the same for
     every chunk (so the KV prefix is reused)."""
     from workers import settings
-    from workers.chunking import Chunk
+    from workers.chunks.splitting import Chunk
     from workers.contextualizers.base import SourceDocument
     from workers.contextualizers.llama import LlamaContextualizer
     from workers.storage.catalog import CollectionConfig

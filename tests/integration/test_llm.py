@@ -203,7 +203,7 @@ def test_a_lone_call_on_a_cold_document_reserves_its_cache_write(standin, collec
     cache, so the shared limiter must hold the whole document for it, not a read's share.
     Reserved as a read, it overdrew the bucket by the document and 429s followed."""
     from workers import lifecycle
-    from workers.chunking import locate
+    from workers.chunks.splitting import locate
     from workers.contextualizers.base import SourceDocument
     from workers.contextualizers.claude import scheduler
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from producers.evaluate import load_queries
+from producers.evaluation.evaluate import load_queries
 from producers.retrieval import search
 from tests.support import COOKBOOK, cookbook_docs, run_cli
 from workers.storage import catalog, chunk_index, states

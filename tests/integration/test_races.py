@@ -26,8 +26,9 @@ def in_a_thread(work) -> threading.Thread:
 
 
 def test_a_delete_racing_a_resubmission_of_the_same_content_keeps_the_new_one(worker, collection_name, monkeypatch):
-    from producers.submit import RawDocument, submit_one
+    from producers.ingest.submit import submit_one
     from workers import lifecycle
+    from workers.documents.validation import RawDocument
     from workers.storage import chunk_index, states
 
     text = "Otters keep a favourite stone in a pocket of loose skin under each forearm."
@@ -51,10 +52,11 @@ def test_a_delete_racing_a_resubmission_of_the_same_content_keeps_the_new_one(wo
 
 
 def test_a_retry_never_replaces_a_newer_version(worker, collection_name, monkeypatch):
-    from producers import submit
-    from producers.submit import RawDocument, retry_failed, submit_one
+    from producers.ingest import submit
+    from producers.ingest.submit import retry_failed, submit_one
     from workers import lifecycle
-    from workers.documents import content_version, metadata_hash
+    from workers.documents.identity import content_version, metadata_hash
+    from workers.documents.validation import RawDocument
     from workers.storage import states
     from workers.storage.bodies import body_store
 
@@ -91,11 +93,11 @@ def test_a_retry_never_replaces_a_newer_version(worker, collection_name, monkeyp
 
 def test_an_index_task_whose_collection_is_dropped_meanwhile_writes_nothing(collection_name, monkeypatch):
     from workers import lifecycle
-    from workers.chunking import split
+    from workers.chunks.splitting import split
     from workers.connections import opensearch_client
     from workers.contextualizers.base import Context
-    from workers.documents import content_version, metadata_hash
-    from workers.pipeline import tasks
+    from workers.documents.identity import content_version, metadata_hash
+    from workers.pipeline import stages, tasks
     from workers.storage import checkpoints, states
     from workers.storage.bodies import body_store
 
@@ -118,7 +120,7 @@ def test_an_index_task_whose_collection_is_dropped_meanwhile_writes_nothing(coll
             lifecycle.delete(collection_name)
             return [[1.0] + [0.0] * 383 for _ in texts]
 
-    monkeypatch.setattr(tasks.embedders, "get", lambda *a: DroppingEmbedder())
+    monkeypatch.setattr(stages.embedders, "get", lambda *a: DroppingEmbedder())
     tasks.index.run(collection_name, "d", version)
     assert not opensearch_client().indices.exists(index=config.index_name), \
         "the index task brought the dropped collection's index back"

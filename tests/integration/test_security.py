@@ -30,7 +30,7 @@ def bearer(token: str) -> dict[str, str]:
 
 
 def test_every_route_refuses_a_request_without_a_valid_token(api, collection_name):
-    from producers.api import app
+    from producers.web.api import app
 
     # Every route the app serves, those kept out of the schema too (/metrics, /dashboard/…).
     def served(routes):  # included routers (the dashboard's) are wrapped: walk into them

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from workers.chunking import count_tokens, guess_language, locate, split
-from workers.contextualizers import structure
+from workers.chunks import sections
+from workers.chunks.splitting import count_tokens, guess_language, locate, split
 
 
 def test_markdown_chunks_follow_headings_and_respect_size():
@@ -43,11 +43,11 @@ def test_structural_paths_for_code_and_markdown():
     code = "class Store:\n    def put(self, key):\n        a = 1\n        return a\n"
     start = code.index("a = 1")
     chunk = locate(code, [(0, code[start:])])
-    assert structure.code_paths(code, "python", chunk) == [["class Store", "function put"]]
+    assert sections.code_paths(code, "python", chunk) == [["class Store", "function put"]]
     md = "# Guide\n\n## Install\n\nRun it.\n\n## Use\n\nCall it.\n"
     chunks = locate(md, [(0, "Run it."), (1, "Call it.")])
-    assert structure.markdown_paths(md, chunks) == [["Guide", "Install"], ["Guide", "Use"]]
-    assert structure.title_of("/* Copyright 2020 X\n * Licensed MIT */\npackage a.b;\n", {}) == "package a.b;"
+    assert sections.markdown_paths(md, chunks) == [["Guide", "Install"], ["Guide", "Use"]]
+    assert sections.title_of("/* Copyright 2020 X\n * Licensed MIT */\npackage a.b;\n", {}) == "package a.b;"
 
 
 def test_key_terms_keep_accented_words_whole_and_split_identifiers():

@@ -11,7 +11,8 @@ from tests.unit.test_extraction import COVER, extract
 
 def contexts(data: bytes, name: str, chunk_tokens: int = 60) -> list[tuple[object, str]]:
     """(chunk, its keywords context) for a file, as the chunk and contextualize stages make them."""
-    from workers.contextualizers import registry, source
+    from workers.chunks import recipe
+    from workers.contextualizers import registry
     from workers.contextualizers.base import SourceDocument
     from workers.storage.catalog import CollectionConfig
 
@@ -20,7 +21,7 @@ def contexts(data: bytes, name: str, chunk_tokens: int = 60) -> list[tuple[objec
     text = found.pop("text")
     config = CollectionConfig(name="t", contextualizer="keywords", chunk_tokens=chunk_tokens)
     payload = {"text": text, "metadata": {"path": name}, "extracted": found}
-    chunks, language, _ = source.chunks_of(config, payload)
+    chunks, language, _ = recipe.chunks_of(config, payload)
     source_doc = SourceDocument("t", name, "v", text, language, {"path": name}, chunks, structure=found)
     return [(c, ctx.text) for c, ctx in registry.for_collection(config).contextualize(source_doc, chunks)]
 
@@ -121,7 +122,7 @@ def test_every_chunk_of_a_statement_knows_the_statement_and_its_columns():
 
 
 def test_key_terms_are_the_sections_own():
-    from workers.chunking import Chunk
+    from workers.chunks.splitting import Chunk
     from workers.contextualizers import keywords
 
     chunks = [Chunk(0, "Senior notes mature in 2030; the notes carry a fixed coupon.", None, None, section="Note 9 Debt"),

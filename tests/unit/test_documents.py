@@ -6,7 +6,8 @@ from collections import Counter
 
 import pytest
 
-from workers.documents import chunk_id, content_version, decode_body
+from workers.documents.identity import chunk_id, content_version
+from workers.documents.validation import decode_body
 from workers.errors import BadDocument
 from workers.pipeline.routing import shard_for
 

@@ -1,12 +1,12 @@
-"""``situate ingest --estimate`` cuts documents as the chunk stage will (``source.chunks_of``):
+"""``situate ingest --estimate`` cuts documents as the chunk stage will (``recipe.chunks_of``):
 an extracted file by its layout, with its pages and language; Markdown text with its headings as
 sections. The estimate once had a recipe of its own that did neither."""
 
 from __future__ import annotations
 
-from producers import estimate
-from producers.submit import RawDocument
+from producers.ingest import estimate
 from tests.unit.test_extraction import report_pdf
+from workers.documents.validation import RawDocument
 from workers.storage.catalog import CollectionConfig
 
 CONFIG = CollectionConfig(name="estimate-chunks", contextualizer="keywords", chunk_tokens=120)

@@ -60,7 +60,7 @@ def test_a_title_drawn_twice_over_itself_is_read_once():
 
 
 def test_layout_chunks_cite_their_pages_and_sections_and_never_cross_a_page():
-    from workers import layout
+    from workers.chunks import layout
 
     doc = extract(report_pdf(), "otterworks-2024-10k.pdf")
     chunks = layout.chunks_of(doc, 40)
@@ -121,7 +121,7 @@ def test_html_keeps_the_main_content_and_drops_scripts_navigation_and_anchors():
 
 
 def test_a_long_table_is_cut_by_rows_each_piece_with_its_caption_and_header():
-    from workers import layout
+    from workers.chunks import layout
     from workers.extraction.markdown import Writer, table
 
     writer = Writer()

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from producers.evaluate import Gold, LabelledQuery, Retrieved, evaluate, flips, markdown_report
+from producers.evaluation.evaluate import Gold, LabelledQuery, Retrieved, evaluate, flips, markdown_report
 from producers.retrieval.fusion import fuse, rrf
 from tests.support import reread_environment
 
@@ -67,7 +67,7 @@ def test_onnx_cross_encoder_file(tmp_path, monkeypatch):
     from onnx import TensorProto, helper
     from tokenizers import Tokenizer
 
-    from workers.chunking import TOKENIZER_PATH
+    from workers.chunks.splitting import TOKENIZER_PATH
 
     target = Tokenizer.from_file(str(TOKENIZER_PATH)).token_to_id("otter")
     graph = helper.make_graph(
@@ -124,7 +124,7 @@ def test_a_pages_best_chunk_stands_for_it_and_its_others_follow():
 
 
 def test_eval_reports_each_group_of_queries_apart(tmp_path):
-    from producers.evaluate import grade_query, group_rows, load_queries, summarize
+    from producers.evaluation.evaluate import grade_query, group_rows, load_queries, summarize
 
     path = tmp_path / "q.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in [

@@ -130,15 +130,18 @@ def test_a_doctype_anywhere_in_an_office_part_fails_and_no_parser_expands_entiti
 def test_a_pdf_built_to_be_slow_fails_on_its_page_budget_and_a_long_honest_one_does_not():
     """Form XObjects drawing each other, 10 wide and 5 deep: ~0.7 s of CPU a page. A 2,000-page
     file of them held an extraction slot for the whole 300 s; a real filing's pages take
-    milliseconds (15 ms the slowest of the 59 public PDFs)."""
+    milliseconds (15 ms the slowest of the 59 public PDFs). Both read under one budget, its base
+    2 s here instead of the default 10 s (the same rule, met sooner: ``ops/bench hostile`` times
+    the default)."""
+    budget = Limits(timeout_s=240, cpu_base_s=2.0)
     bomb = make.xobject_bomb(2000)
     started = time.monotonic()
-    with pytest.raises(ExtractionError, match="s of CPU, over the 10 s \\+ 0.25 s a page allowed"):
-        extract(bomb, "bomb.pdf", Limits(timeout_s=240))
+    with pytest.raises(ExtractionError, match="s of CPU, over the 2 s \\+ 0.25 s a page allowed"):
+        extract(bomb, "bomb.pdf", budget)
     took = time.monotonic() - started
-    assert took < 120, f"the bomb held its slot {took:.0f} s"  # its CPU budget, not the 240 s clock
+    assert took < 60, f"the bomb held its slot {took:.0f} s"  # its CPU budget, not the 240 s clock
     honest = make.pdf([[f"Page {i}: revenue grew in region {i % 17}, see note {i % 9}."] for i in range(2000)])
-    assert extract(honest, "long-report.pdf").pages_total == 2000
+    assert extract(honest, "long-report.pdf", budget).pages_total == 2000
 
 
 def test_a_zip_directory_is_read_in_the_child_only():

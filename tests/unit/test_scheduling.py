@@ -49,7 +49,7 @@ def test_call_pool_serves_first_calls_ahead_of_fan_outs():
 def test_a_long_document_is_read_as_its_opening_and_the_window_of_its_section():
     """Windows follow the sections (two levels), never pass the budget, cover every chunk once;
     every chunk of a window gets the same two cached parts, the opening shared by all."""
-    from workers.chunking import Chunk
+    from workers.chunks.splitting import Chunk
     from workers.contextualizers import windows
     from workers.contextualizers.base import SourceDocument
     from workers.contextualizers.claude.scheduler import LLMContextualizer

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import random
 
-from producers import tuning
-from producers.evaluate import Gold, LabelledQuery
+from producers.evaluation import tuning
+from producers.evaluation.evaluate import Gold, LabelledQuery
 
 
 def hit(doc: str, chunk: int, score: float) -> dict:
@@ -53,7 +53,7 @@ def test_tune_keeps_the_current_defaults_when_nothing_beats_them():
 
 
 def test_a_reranker_is_tried_with_every_setting_and_wins_only_when_it_helps():
-    queries, rankings = made_up(at=12)  # found, but below the top 10
+    queries, rankings = made_up(n=30, at=12)  # found, but below the top 10 (30 queries: the grid is tried twice)
     for q, sides in zip(queries, rankings):
         gold = q.gold[0].doc_id
         # A reranker that knows the answer whenever either side found it.

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from workers.chunking import Chunk
+from workers.chunks.splitting import Chunk
 
 
 @dataclass

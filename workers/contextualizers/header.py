@@ -20,7 +20,7 @@ page@10 of hybrid search rose from 34.4 to 43.8 with the document line and secti
 
 from __future__ import annotations
 
-from workers.chunking import Chunk
+from workers.chunks.splitting import Chunk
 from workers.contextualizers.base import SourceDocument
 from workers.extraction import cover
 from workers.extraction.pages import PageIndex

@@ -2,7 +2,7 @@
 
 A chunk cut from a file loses the words that name the file's subject: the class it belongs
 to, the protocol it implements. The ``keywords`` contextualizer gives each chunk those words
-back: the chunk's own place (title > enclosing definitions, from ``structure``), then the
+back: the chunk's own place (title > enclosing definitions, from ``chunks.sections``), then the
 document's key terms, then its outline (the names it defines, or its headings).
 
 Key terms are scored inside the document alone, so a chunk's context never depends on what
@@ -23,8 +23,8 @@ import math
 import re
 from collections import Counter
 
-from workers.chunking import Chunk
-from workers.contextualizers import structure
+from workers.chunks import sections
+from workers.chunks.splitting import Chunk
 
 KEY_TERMS = 15
 OUTLINE_NAMES = 40
@@ -109,7 +109,7 @@ def section_terms(chunks: list[Chunk], n: int = KEY_TERMS) -> dict[str, list[str
 
 def outline(text: str, language: str, n: int = OUTLINE_NAMES) -> list[str]:
     """The names a document defines (code) or its headings (Markdown), in order, each once."""
-    names = structure.definitions(text, language)
+    names = sections.definitions(text, language)
     seen: dict[str, None] = {}
     for name in names:
         seen.setdefault(name, None)

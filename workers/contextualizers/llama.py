@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from workers.chunking import Chunk
+from workers.chunks.splitting import Chunk
 from workers.contextualizers import prompts
 from workers.contextualizers.base import Context, SourceDocument
 from workers.errors import LocalLLMError

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from workers.chunking import Chunk
-from workers.contextualizers import header, keywords, structure
+from workers.chunks import sections
+from workers.chunks.splitting import Chunk
+from workers.contextualizers import header, keywords
 from workers.contextualizers.base import Context, SourceDocument
 
 
@@ -38,8 +39,8 @@ class StructuralContext:
                 line = lines.of(chunk)
                 yield chunk, Context(line, embed=line)
             return
-        title = structure.title_of(doc.text, doc.metadata)
-        for chunk, path in zip(chunks, structure.paths(doc.text, doc.language, chunks)):
+        title = sections.title_of(doc.text, doc.metadata)
+        for chunk, path in zip(chunks, sections.paths(doc.text, doc.language, chunks)):
             parts = [title] + [p for p in path if p != title]
             yield chunk, Context(" > ".join(p for p in parts if p))
 

@@ -10,7 +10,7 @@ they cost nothing to write again, and their vector-only part (``embed``) is not 
 
 from __future__ import annotations
 
-from workers.chunking import Chunk
+from workers.chunks.splitting import Chunk
 from workers.contextualizers import registry
 from workers.storage import checkpoints, chunk_index
 from workers.storage.catalog import CollectionConfig

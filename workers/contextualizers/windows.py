@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from workers.chunking import Chunk
+from workers.chunks.splitting import Chunk
 
 SECTION_LEVELS = 2
 SEPARATOR = " › "

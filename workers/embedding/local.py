@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from workers.chunking import TOKENIZER_PATH
+from workers.chunks.splitting import TOKENIZER_PATH
 from workers.embedding.base import threads, unit
 
 

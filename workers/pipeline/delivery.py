@@ -33,6 +33,7 @@ from celery import bootsteps
 from celery.worker import state as worker_state
 from celery.worker.request import Request
 
+from workers import keys
 from workers.pipeline import guard, presence
 from workers.settings import get_settings
 from workers.storage import fairqueue, states
@@ -161,7 +162,7 @@ def heartbeat() -> None:
         if request.name.startswith("situate.") and len(args) >= 2:
             documents.add(states.member(args[0], args[1]))
     # Each on its own: one refused (Redis away, or full) must not keep the others from trying.
-    steps = (("messages", lambda: tags and script("touch_scores")(keys=["unacked_index"], args=[now, *tags])),
+    steps = (("messages", lambda: tags and script("touch_scores")(keys=[keys.KOMBU_UNACKED_INDEX], args=[now, *tags])),
              ("leases", lambda: guard.renew_leases(held)),
              ("documents", lambda: states.touch(sorted(documents))))
     for what, step in steps:

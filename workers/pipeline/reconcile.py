@@ -31,6 +31,7 @@ import logging
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from workers import keys, metrics
@@ -67,7 +68,7 @@ def in_celery() -> set[str]:
     for queue in all_queues():
         for key in sublists(queue):
             raws += r.lrange(key, 0, 9_999)
-    raws += [json.loads(v)[0] for _, v in r.hscan_iter("unacked", count=1000)]
+    raws += [json.loads(v)[0] for _, v in r.hscan_iter(keys.KOMBU_UNACKED, count=1000)]
     for raw in raws:
         args = _args_of(raw)
         if args and len(args) >= 2:
@@ -88,25 +89,45 @@ def _args_of(raw: Any) -> list[Any] | None:
         return None
 
 
-def resume(collection: str, doc_id: str, state: str, version: str, fields: dict[str, str]) -> str | None:
-    """Send the task of ``state`` again (parked in the fair gate; the caller admits); the stage
-    it resumed, or None if there is none to send."""
+GONE, WAITING = "gone", "waiting"
+
+
+def decide(state: str | None, version: str | None, batch: str | None, waiting: Callable[[], bool]) -> tuple[str, str]:
+    """What a pass does with a document that has not moved, from its state alone: (``gone``:
+    finished or forgotten meanwhile, not in flight; ``waiting``: its work is parked or in Celery,
+    asked only when needed, as it costs a read of the queues; else the stage to send again:
+    ``chunk``, ``contextualize``, ``poll_batch`` or ``index``) and the Message Batch to poll.
+    A batch id is kept with the version it was submitted for: never another version's."""
+    if state not in states.IN_FLIGHT or not version:
+        return GONE, ""
+    if waiting():
+        return WAITING, ""
     if state == states.QUEUED:
+        return "chunk", ""
+    if state == states.CHUNKED:
+        batch_version, _, batch_id = (batch or "").partition(":")
+        if batch_id and batch_version == version:  # waiting on a Message Batch: poll it, never submit a new one
+            return "poll_batch", batch_id
+        return "contextualize", ""
+    return "index", ""
+
+
+def resume(collection: str, doc_id: str, version: str, stage: str, batch_id: str = "", chunks_total: int = 0) -> None:
+    """Send ``stage``'s task again (parked in the fair gate; the caller admits)."""
+    if stage == "chunk":
         fair.send(CHUNK_TASK, (collection, doc_id, version), queue=CHUNK_QUEUE, priority=CHUNK_PRIORITY,
                   admit_now=False)
-        return "chunk"
-    if state == states.CHUNKED:
-        if fields.get("batch_id"):  # waiting on a Message Batch: poll it, never submit a new one
-            send_task(POLL_BATCH_TASK, [collection, doc_id, version, fields["batch_id"]],
-                      queue=document_queue(collection, doc_id))
-            return "poll_batch"
+    elif stage == "poll_batch":
+        send_task(POLL_BATCH_TASK, [collection, doc_id, version, batch_id], queue=document_queue(collection, doc_id))
+    elif stage == "contextualize":
         fair.send(CONTEXTUALIZE_TASK, (collection, doc_id, version), queue=document_queue(collection, doc_id),
-                  priority=contextualize_priority(int(fields.get("chunks_total") or 0)), admit_now=False)
-        return "contextualize"
-    if state == states.SITUATED:
+                  priority=contextualize_priority(chunks_total), admit_now=False)
+    elif stage == "index":
         fair.send(INDEX_TASK, (collection, doc_id, version), queue=INDEX_QUEUE, admit_now=False)
-        return "index"
-    return None
+
+
+def _waits(parked: int, member: str, in_queues: Callable[[str], bool]) -> Callable[[], bool]:
+    return lambda: parked > 0 or in_queues(member)
 
 
 def reconcile_once(now: float | None = None) -> Counter[str]:
@@ -120,6 +141,12 @@ def reconcile_once(now: float | None = None) -> Counter[str]:
         log.warning("reconciler: the fair gate's waiting counts did not match its lines (lines lost?): recounted")
         outcome["recounted"] += 1
     queued: set[str] | None = None  # read once per pass, only if some document needs it
+
+    def in_queues(member: str) -> bool:
+        nonlocal queued
+        queued = in_celery() if queued is None else queued
+        return member in queued
+
     for _ in range(MAX_BATCHES):
         rows = states.stalled(before, BATCH)
         if not rows:
@@ -129,26 +156,18 @@ def reconcile_once(now: float | None = None) -> Counter[str]:
         looked = states.fields_of_many([(c, d) for c, d, _ in rows], "state", "version", "batch", "chunks_total")
         touch: list[str] = []
         for (collection, doc_id, at), m, n, (state, version, batch, chunks_total) in zip(rows, members, waiting, looked):
-            if state not in states.IN_FLIGHT or not version:
-                states.untrack(m, before)  # finished or forgotten meanwhile: not in flight
-                outcome["gone"] += 1
+            stage, batch_id = decide(state, version, batch, _waits(n, m, in_queues))
+            outcome[stage] += 1
+            if stage == GONE:
+                states.untrack(m, before)
                 continue
-            if n == 0:
-                queued = in_celery() if queued is None else queued
-            if n > 0 or m in (queued or ()):
-                touch.append(m)
-                outcome["waiting"] += 1
-                continue
-            # A batch id is kept with the version it was submitted for: never another version's.
-            batch_version, _, batch_id = (batch or "").partition(":")
-            fields = {"batch_id": batch_id if batch_version == version else "", "chunks_total": chunks_total or ""}
-            stage = resume(collection, doc_id, state, version, fields)
             touch.append(m)
-            if stage:
-                outcome[stage] += 1
-                metrics.count("reconciled", stage=stage)
-                log.warning("reconciler: %s/%s had not moved for %.0f s (%s, no message anywhere): %s sent again",
-                            collection, doc_id, now - at, state, stage)
+            if stage == WAITING:
+                continue
+            resume(collection, doc_id, version or "", stage, batch_id, int(chunks_total or 0))
+            metrics.count("reconciled", stage=stage)
+            log.warning("reconciler: %s/%s had not moved for %.0f s (%s, no message anywhere): %s sent again",
+                        collection, doc_id, now - at, state, stage)
         states.touch(touch)
         if len(rows) < BATCH:
             break

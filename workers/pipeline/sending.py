@@ -17,6 +17,7 @@ from typing import Any
 from celery import Celery
 from celery.signals import before_task_publish
 
+from workers import keys
 from workers.connections import broker_ssl, broker_transport_extras
 from workers.pipeline.routing import CHUNK_QUEUE, INDEX_QUEUE, PRIORITY_SEP, PRIORITY_STEPS, QUEUED_AT_HEADER
 from workers.settings import get_settings
@@ -62,6 +63,8 @@ def configure(app: Celery) -> Celery:
         broker_transport_options={"visibility_timeout": s.visibility_timeout_s,
                                   "unacked_restore_interval": s.heartbeat_s, "unacked_restore_throttle": 1,
                                   "unacked_mutex_expire": max(5, round(s.heartbeat_s)),
+                                  "unacked_key": keys.KOMBU_UNACKED, "unacked_index_key": keys.KOMBU_UNACKED_INDEX,
+                                  "unacked_mutex_key": keys.KOMBU_UNACKED_MUTEX,
                                   "priority_steps": PRIORITY_STEPS, "sep": PRIORITY_SEP,
                                   "queue_order_strategy": "priority", **broker_transport_extras()},
         broker_connection_retry_on_startup=True,

@@ -21,8 +21,8 @@ import threading
 import time
 from typing import Any, cast
 
-from workers import keys, metrics
-from workers.chunking import Chunk
+from workers import keys, metrics, models
+from workers.chunks.splitting import Chunk
 from workers.connections import REDIS_NOT_NOW, redis_client
 
 # Intermediate state must outlive any realistic queue backlog, but not forever.
@@ -129,3 +129,13 @@ def forget_collection(collection: str) -> None:
     for pattern in (keys.chunks(collection, "*", "*"), keys.contexts(collection, "*", "*")):
         for key in r.scan_iter(pattern, count=1000):
             r.delete(key)
+
+
+def mark_warm(collection: str, doc_id: str, version: str) -> None:
+    """The document's prompt prefix was just read from or written to the provider's cache (each
+    hit refreshes its TTL): a slice that starts while this lasts can count on reading it."""
+    redis_client().set(keys.warm(collection, version, doc_id), "1", ex=models.CACHE_TRUST_S)
+
+
+def still_warm(collection: str, doc_id: str, version: str) -> bool:
+    return bool(redis_client().exists(keys.warm(collection, version, doc_id)))

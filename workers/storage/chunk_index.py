@@ -27,7 +27,7 @@ from opensearchpy import TransportError, helpers
 
 from workers import metrics
 from workers.connections import opensearch_client
-from workers.documents import chunk_id
+from workers.documents.identity import chunk_id
 from workers.embedding import registry as embedders
 from workers.errors import Conflict, WriteNotNow, WriteRefused
 from workers.storage.catalog import CollectionConfig

@@ -38,23 +38,11 @@ from workers.connections import redis_client
 from workers.storage import states
 from workers.storage.scripts import script
 
-PREFIX = keys.FAIR
-SENDING, SENDING_DATA = PREFIX + "sending", PREFIX + "sending:data"
 # Per document (``states.member``): its entries parked or admitted and not yet received. The
 # reconciler's "is its work queued?" in one HMGET, however long the lines.
-WAITING, WAITING_TOTAL = PREFIX + "waiting", PREFIX + "waiting:total"
-
-
-def _line(queue: str, collection: str) -> str:
-    return f"{PREFIX}{queue}:c:{collection}"
-
-
-def _ring(queue: str) -> str:
-    return f"{PREFIX}{queue}:ring"
-
-
-def _debts(queue: str) -> str:
-    return f"{PREFIX}{queue}:debt"
+SENDING, SENDING_DATA = keys.FAIR_SENDING, keys.FAIR_SENDING_DATA
+WAITING, WAITING_TOTAL = keys.FAIR_WAITING, keys.FAIR_WAITING_TOTAL
+_line, _ring, _debts = keys.fair_line, keys.fair_ring, keys.fair_debts
 
 
 MAX_DEBT = 1000  # turns: a collection's backlog is passed over for a while, never for ever
@@ -83,7 +71,7 @@ def admit(queues: dict[str, list[str]], ahead: int, stale_s: float) -> list[dict
     """Admit work into each queue (name -> its Kombu lists) until it holds ``ahead`` messages;
     the entries to send now, each ``confirm``-ed by the worker that receives it (or parked again
     after ``stale_s``)."""
-    args: list[Any] = [f"{time.time():.3f}", stale_s, ahead, PREFIX]
+    args: list[Any] = [f"{time.time():.3f}", stale_s, ahead, *keys.FAIR_LAYOUT]
     for queue, lists in queues.items():
         args += [queue, len(lists), *lists]
     return [json.loads(raw) for raw in script("fair_admit")(keys=[SENDING, SENDING_DATA], args=args)]
@@ -99,7 +87,7 @@ def recount_if_drifted(queues: list[str]) -> bool:
     database): count again from the lines, atomically. Cheap when they agree (a few LLENs per
     collection); a read of every parked entry when they do not. True if it recounted."""
     _, _, rebuilt = script("fair_recount")(keys=[WAITING, WAITING_TOTAL, SENDING_DATA, *map(_ring, queues)],
-                                           args=[PREFIX, *queues])
+                                           args=[*keys.FAIR_LAYOUT, *queues])
     return bool(rebuilt)
 
 
@@ -135,7 +123,8 @@ def parked(queues: list[str], now: float | None = None) -> dict[str, dict[str, A
 def queues_with_rings() -> list[str]:
     """The queues with a ring, found by a scan (a collection's line named "ring" is not one)."""
     r = redis_client()
-    return [ring[len(PREFIX):-len(":ring")] for ring in r.scan_iter(f"{PREFIX}*:ring", count=1000) if ":c:" not in ring]
+    return [ring[len(keys.FAIR):-len(keys.FAIR_RING)] for ring in r.scan_iter(f"{keys.FAIR}*{keys.FAIR_RING}", count=1000)
+            if keys.FAIR_LINE not in ring]
 
 
 def forget_collection(collection: str) -> None:

@@ -7,7 +7,7 @@ revokes its tokens (``revoke_collection``), and a token whose generation is not 
 collection's current one is refused anyway: a new collection of the same name never opens to
 the old tenant.
 
-Who may do what with a token is ``producers.auth``'s business; this module is the records only,
+Who may do what with a token is ``producers.web.auth``'s business; this module is the records only,
 kept here so that ``lifecycle.delete`` can revoke a collection's tokens as part of the drop.
 """
 

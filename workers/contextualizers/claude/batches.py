@@ -18,7 +18,7 @@ import logging
 from typing import Any
 
 from workers import models
-from workers.chunking import Chunk
+from workers.chunks.splitting import Chunk
 from workers.contextualizers.base import SourceDocument
 from workers.contextualizers.claude import usage
 from workers.contextualizers.claude.providers import AnthropicProvider

@@ -27,7 +27,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import Any
 
 from workers import models
-from workers.chunking import Chunk
+from workers.chunks.splitting import Chunk
 from workers.contextualizers import prompts, windows
 from workers.contextualizers.base import Context, SourceDocument
 from workers.contextualizers.claude import usage

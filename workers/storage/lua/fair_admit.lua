@@ -1,17 +1,21 @@
 -- Let parked work into Celery's queues, one collection at a time, round robin (storage/fairqueue.py).
 -- KEYS[1]: the sending zset (id -> when admitted), KEYS[2]: the sending hash (id -> entry).
 -- ARGV[1]: now, ARGV[2]: after how long an admission never confirmed is parked again,
--- ARGV[3]: how many messages each queue may hold ahead of its workers, ARGV[4]: the key prefix,
+-- ARGV[3]: how many messages each queue may hold ahead of its workers,
+-- ARGV[4..7]: the layout of the gate's keys (keys.FAIR_LAYOUT: prefix, line, ring and debt parts):
+--   a line is prefix .. queue .. line .. collection, a ring prefix .. queue .. ring, the debts
+--   prefix .. queue .. debt (keys.fair_line, fair_ring, fair_debts build the same),
 -- then per queue: its name, the number of its Kombu lists, and their names.
 -- Returns the admitted entries; the caller sends each, then confirms it.
--- A collection in debt (``prefix .. queue .. ':debt'``: turns its work took beyond one, charged
--- by the worker) gives up one turn per unit of debt to the others; alone, it is served anyway.
-local now, stale, bound, prefix = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+-- A collection in debt (turns its work took beyond one, charged by the worker) gives up one
+-- turn per unit of debt to the others; alone, it is served anyway.
+local now, stale, bound = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local prefix, line_part, ring_part, debt_part = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 
 local function park_again(raw)
   local e = cjson.decode(raw)
-  local line = prefix .. e.queue .. ':c:' .. e.collection
-  if redis.call('LPUSH', line, raw) == 1 then redis.call('RPUSH', prefix .. e.queue .. ':ring', e.collection) end
+  local line = prefix .. e.queue .. line_part .. e.collection
+  if redis.call('LPUSH', line, raw) == 1 then redis.call('RPUSH', prefix .. e.queue .. ring_part, e.collection) end
 end
 
 -- A sender that died between admitting and sending: its entries go back to the front of their lines.
@@ -23,15 +27,15 @@ for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now - stale, 'L
 end
 
 local out = {}
-local i = 5
+local i = 8
 while i <= #ARGV do
   local queue, lists = ARGV[i], tonumber(ARGV[i + 1])
   local depth = 0
   for j = i + 2, i + 1 + lists do depth = depth + redis.call('LLEN', ARGV[j]) end
   i = i + 2 + lists
   local room = bound - depth
-  local ring = prefix .. queue .. ':ring'
-  local debts = prefix .. queue .. ':debt'
+  local ring = prefix .. queue .. ring_part
+  local debts = prefix .. queue .. debt_part
   local skipped = 0
   while room > 0 do
     local collection = redis.call('LMOVE', ring, ring, 'LEFT', 'RIGHT')
@@ -43,7 +47,7 @@ while i <= #ARGV do
       skipped = skipped + 1
     else
       skipped = 0
-      local line = prefix .. queue .. ':c:' .. collection
+      local line = prefix .. queue .. line_part .. collection
       local raw = redis.call('LPOP', line)
       if redis.call('LLEN', line) == 0 then redis.call('LREM', ring, 0, collection) end
       if raw then

@@ -1,12 +1,14 @@
 -- Check, and if they drifted rebuild, the waiting counts from the lines (storage/fairqueue.py).
 -- KEYS[1]: the waiting hash, KEYS[2]: its total, KEYS[3]: the sending hash, then the rings.
--- ARGV[1]: the key prefix, then each ring's queue name (in KEYS' order).
+-- ARGV[1], ARGV[2]: the gate's key prefix and line part (keys.FAIR_LAYOUT's first two: a line is
+-- prefix .. queue .. line .. collection, as keys.fair_line builds it), ARGV[3], ARGV[4] unused
+-- (the rest of the layout), then each ring's queue name (in KEYS' order).
 -- Returns {counted before, entries held, 1 if rebuilt}. Atomic: nothing parks meanwhile.
-local prefix = ARGV[1]
+local prefix, line_part = ARGV[1], ARGV[2]
 local held = redis.call('HLEN', KEYS[3])
 for i = 4, #KEYS do
   for _, collection in ipairs(redis.call('LRANGE', KEYS[i], 0, -1)) do
-    held = held + redis.call('LLEN', prefix .. ARGV[i - 2] .. ':c:' .. collection)
+    held = held + redis.call('LLEN', prefix .. ARGV[i + 1] .. line_part .. collection)
   end
 end
 local counted = tonumber(redis.call('GET', KEYS[2]) or '0')
@@ -20,7 +22,7 @@ end
 for _, raw in ipairs(redis.call('HVALS', KEYS[3])) do count(raw) end
 for i = 4, #KEYS do
   for _, collection in ipairs(redis.call('LRANGE', KEYS[i], 0, -1)) do
-    for _, raw in ipairs(redis.call('LRANGE', prefix .. ARGV[i - 2] .. ':c:' .. collection, 0, -1)) do count(raw) end
+    for _, raw in ipairs(redis.call('LRANGE', prefix .. ARGV[i + 1] .. line_part .. collection, 0, -1)) do count(raw) end
   end
 end
 redis.call('DEL', KEYS[1])

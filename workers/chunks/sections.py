@@ -12,7 +12,7 @@ import re
 from functools import lru_cache
 from typing import Any
 
-from workers.chunking import Chunk, tree_sitter_language
+from workers.chunks.splitting import Chunk, tree_sitter_language
 
 # Node types that open a named scope, across the grammars we ship.
 SCOPES = {

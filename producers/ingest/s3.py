@@ -19,10 +19,10 @@ from functools import partial
 from pathlib import PurePosixPath
 from typing import Any, cast
 
-from producers.loaders import BINARY_SUFFIXES, too_big
-from producers.submit import RawDocument
+from producers.ingest.loaders import BINARY_SUFFIXES, too_big
 from workers import faults
 from workers.connections import s3_client
+from workers.documents.validation import RawDocument
 from workers.errors import ProviderRefused, ProviderUnavailable
 from workers.settings import get_settings
 from workers.storage import states

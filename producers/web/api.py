@@ -34,12 +34,13 @@ from pydantic import BaseModel, Field
 from redis.exceptions import OutOfMemoryError as RedisFull
 from starlette.routing import Route
 
-from producers import auth, dashboard, http_guard, mcp_server, prometheus, reindex_routes, search_page, signin
+from producers.ingest.submit import Submission, submit
 from producers.retrieval import rerankers
 from producers.retrieval.hits import HitOut, SearchIn, SearchOut
 from producers.retrieval.search import SearchOptions, search
-from producers.submit import RawDocument, Submission, submit
+from producers.web import auth, dashboard, http_guard, mcp_server, prometheus, reindex_routes, search_page, signin
 from workers import allowlist, errors, lifecycle
+from workers.documents.validation import RawDocument
 from workers.settings import get_settings
 from workers.storage import capacity, catalog, chunk_index, states
 
@@ -198,7 +199,7 @@ def docs_page() -> HTMLResponse:
 
 @app.get("/metrics", include_in_schema=False, dependencies=[Depends(allowed("read"))])
 async def metrics_page() -> Response:
-    """Prometheus's text format (``producers/prometheus.py``); a token that reads every collection."""
+    """Prometheus's text format (``producers/web/prometheus.py``); a token that reads every collection."""
     return Response(await run_in_threadpool(prometheus.render), media_type=prometheus.CONTENT_TYPE)
 
 
@@ -206,7 +207,7 @@ app.include_router(signin.router)
 app.include_router(dashboard.router)
 app.include_router(search_page.router)
 app.include_router(reindex_routes.router, dependencies=[Depends(allowed("admin"))])
-# MCP (Streamable HTTP) for agents: the same search as below, as tools (``producers.mcp_server``).
+# MCP (Streamable HTTP) for agents: the same search as below, as tools (``producers.web.mcp_server``).
 app.router.routes.append(Route("/mcp", endpoint=mcp_endpoint, methods=["GET", "POST", "DELETE"]))
 
 

@@ -4,7 +4,7 @@
 semantic unit that fits — a section, a function — before falling back to sentences and words).
 Token counts use the embedder's own WordPiece tokenizer, so a 300-token chunk is ~300 tokens to
 the model that embeds it. Code is parsed with tree-sitter; the same grammars give the
-structural contextualizer its definition paths (see ``structure``).
+structural contextualizer its definition paths (see ``sections``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 from semantic_text_splitter import CodeSplitter, MarkdownSplitter, TextSplitter
 from tokenizers import Tokenizer
 
-TOKENIZER_PATH = Path(__file__).parent / "data" / "minilm-tokenizer.json"
+TOKENIZER_PATH = Path(__file__).parents[1] / "data" / "minilm-tokenizer.json"
 
 EXTENSIONS = {
     ".md": "markdown", ".markdown": "markdown", ".mdx": "markdown", ".rst": "text", ".txt": "text",

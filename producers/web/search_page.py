@@ -30,10 +30,10 @@ from markdown_it import MarkdownIt
 from markupsafe import Markup, escape
 from pydantic import ValidationError
 
-from producers import auth, signin
 from producers.retrieval import page_images, rerankers
 from producers.retrieval.hits import SearchIn, citation
 from producers.retrieval.search import SearchOptions, search
+from producers.web import auth, signin
 from workers import allowlist, errors
 from workers.contextualizers import keywords
 from workers.storage import catalog, states

@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from producers.evaluate import KS, EvalResult, LabelledQuery, group_rows, load_queries
+from producers.evaluation.evaluate import KS, EvalResult, LabelledQuery, group_rows, load_queries
 from workers.errors import QueryFileError
 
 

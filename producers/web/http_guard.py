@@ -32,7 +32,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
 
-from producers import auth
+from producers.web import auth
 from workers.settings import get_settings
 
 # Bodies anyone may send before being authenticated: the sign-in form's one field.

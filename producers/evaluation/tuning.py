@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from producers.evaluate import KS, EvalResult, LabelledQuery, Retrieved, grade_query, summarize
+from producers.evaluation.evaluate import KS, EvalResult, LabelledQuery, Retrieved, grade_query, summarize
 from producers.retrieval.fusion import fuse
 from producers.retrieval.search import CANDIDATES, bm25_body, knn_body, newest_only
 from workers.connections import opensearch_client

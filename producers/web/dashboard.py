@@ -19,7 +19,8 @@ from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
-from producers import auth, fleet, http_guard, signin, submit
+from producers.ingest import submit
+from producers.web import auth, fleet, http_guard, signin
 from workers import errors, metrics
 from workers.storage import catalog, states
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from workers.chunking import Chunk, split, tokenizer
+from workers.chunks.splitting import Chunk, split, tokenizer
 from workers.extraction.document import Extracted
 from workers.extraction.headings import path_at
 
@@ -150,5 +150,5 @@ def _table_pieces(table: str, at: int, chunk_tokens: int, caption: _Unit | None)
 
 def with_sections(chunks: list[Chunk], paths: list[list[str]]) -> list[Chunk]:
     """Chunks of a text document (Markdown) given the heading path each starts under
-    (``contextualizers.structure.markdown_paths``): their citations name a section too."""
+    (``chunks.sections.markdown_paths``): their citations name a section too."""
     return [replace(c, section=SECTION_SEPARATOR.join(p)[:500] or None) for c, p in zip(chunks, paths)]

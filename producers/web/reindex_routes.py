@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, ConfigDict, Field
 
-from producers import http_guard
+from producers.web import http_guard
 from workers.errors import NoSuchCollection
 from workers.pipeline import rebuild
 
@@ -44,7 +44,7 @@ async def start(collection: str, body: Annotated[ReindexIn, Depends(http_guard.b
     until it switches. ``estimate``: the bill only."""
     changes = body.model_dump(exclude={"estimate"})
     if body.estimate:
-        from producers.estimate import estimate_reindex
+        from producers.ingest.estimate import estimate_reindex
 
         return (await run_in_threadpool(lambda: estimate_reindex(collection, **changes))).to_json()
     return await run_in_threadpool(lambda: rebuild.start(collection, **changes))

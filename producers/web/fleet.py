@@ -11,14 +11,14 @@ from __future__ import annotations
 import time
 from typing import Any, cast
 
-from workers import metrics
+from workers import keys, metrics
 from workers.connections import redis_client
 from workers.contextualizers.claude import usage
 from workers.pipeline.routing import all_queues, oldest_waiting_s, sublists
 from workers.storage import catalog, chunk_index, fairqueue, presence, states
 
 # Kombu's names for the messages delivered and not yet acknowledged (Redis transport defaults).
-UNACKED, UNACKED_INDEX = "unacked", "unacked_index"
+UNACKED, UNACKED_INDEX = keys.KOMBU_UNACKED, keys.KOMBU_UNACKED_INDEX
 
 
 def queues(now: float | None = None) -> dict[str, dict[str, Any]]:

@@ -1,13 +1,10 @@
 """Submitting documents and waiting for them: the one code path the CLI and the API share.
 
-Validation happens here, before anything is queued, so that a bad document (empty, binary,
-invalid UTF-8, too large, malformed line) is recorded as failed with its reason and the rest
-of the batch goes on. Unchanged content (same text, same metadata, already indexed) is not
-queued at all: re-ingesting a corpus costs nothing but the hashing.
-
-A file that needs extracting (PDF, Office, HTML, CSV: ``extraction.detect``, by content) is not
-parsed here: its original bytes are stored (``bodies.put_original``), within
-``SITUATE_MAX_DOCUMENT_BYTES``, and a worker extracts it, in a sandbox, under limits.
+Each document is made valid (``workers.documents.validation``) before anything is queued, so a
+bad one (empty, binary, invalid UTF-8, too large, malformed line) is recorded as failed with its
+reason and the rest of the batch goes on. Unchanged content (same text, same metadata, already
+indexed) is not queued at all: re-ingesting a corpus costs nothing but the hashing. A file to
+extract is stored as its original bytes (``bodies.put_original``) for a worker to extract.
 """
 
 from __future__ import annotations
@@ -15,23 +12,12 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from workers import errors
-from workers.documents import (
-    ChunkInput,
-    check_doc_id,
-    check_metadata,
-    check_text,
-    check_unicode,
-    content_version,
-    decode_body,
-    metadata_hash,
-    original_version,
-)
+from workers.documents.validation import Original, RawDocument, check_doc_id, valid
 from workers.errors import BadDocument
-from workers.extraction import detect
 from workers.pipeline import fair
 from workers.pipeline.routing import CHUNK_PRIORITY, CHUNK_QUEUE
 from workers.pipeline.sending import CHUNK_TASK
@@ -42,89 +28,11 @@ from workers.storage.catalog import CollectionConfig
 
 
 @dataclass
-class RawDocument:
-    """A document as a producer found it: text or bytes not yet validated, or a load error."""
-
-    doc_id: str
-    body: bytes | bytearray | str | None  # a bytearray: an upload as it was read, not copied
-    metadata: dict[str, Any] = field(default_factory=dict)
-    chunks: list[dict[str, Any]] | None = None
-    error: str | None = None  # set by a loader that could not read it at all
-    name: str = ""  # the file's name, to tell its format by (default: the doc_id)
-    media_type: str | None = None  # as declared by the sender (an upload's Content-Type)
-
-
-@dataclass
-class Original:
-    """A file a worker is to extract (detected by content): its bytes and media type."""
-
-    data: bytes | bytearray
-    media_type: str
-
-
-@dataclass
 class Submission:
     doc_id: str
     state: str  # queued | unchanged | failed
     version: str | None = None
     error: str | None = None
-
-
-def original_of(raw: RawDocument, max_bytes: int) -> Original | None:
-    """The file as an original to extract in a worker, or None when it is text (read as before)."""
-    if not isinstance(raw.body, (bytes, bytearray)):
-        return None
-    if not raw.body or raw.body.isspace():  # before the format: an empty report.pdf is empty, not a broken PDF
-        raise BadDocument("empty document (no text)")
-    try:
-        media_type = detect.media_type(raw.body, raw.name or raw.doc_id, raw.media_type)
-    except errors.Unsupported as e:
-        raise BadDocument(str(e)) from None
-    if media_type not in detect.EXTRACTED:
-        return None
-    if len(raw.body) > max_bytes:
-        raise BadDocument(f"file is {len(raw.body):,} bytes, over the limit of {max_bytes:,} (SITUATE_MAX_DOCUMENT_BYTES)")
-    if raw.chunks is not None:
-        raise BadDocument("pre-made chunks go with text, not with a file to extract")
-    return Original(raw.body, media_type)
-
-
-def validate(raw: RawDocument, max_bytes: int) -> tuple[str | Original, list[ChunkInput] | None]:
-    """The document's text (or its original, to extract) and its pre-made chunks, if any."""
-    if raw.error:
-        raise BadDocument(raw.error)
-    check_doc_id(raw.doc_id)
-    if raw.body is None:
-        raise BadDocument("document has no text")
-    if not isinstance(raw.body, (str, bytes, bytearray)):
-        raise BadDocument(f"text must be a string, not {type(raw.body).__name__}")
-    original = original_of(raw, max_bytes)
-    if original is not None:
-        check_metadata(raw.metadata)
-        return original, None
-    text = decode_body(raw.body, max_bytes) if isinstance(raw.body, (bytes, bytearray)) else check_text(raw.body, max_bytes)
-    check_metadata(raw.metadata)
-    chunks = None
-    if raw.chunks is not None:
-        s = get_settings()
-        if not isinstance(raw.chunks, list) or len(raw.chunks) > s.max_chunks_per_document:
-            raise BadDocument(f"chunks must be a list of at most {s.max_chunks_per_document:,} "
-                              "(SITUATE_MAX_CHUNKS_PER_DOCUMENT)")
-        try:
-            chunks = [ChunkInput.model_validate(c) for c in raw.chunks]
-        except Exception as e:
-            raise BadDocument(f"invalid chunks: {str(e).splitlines()[0][:200]}") from None
-        if not chunks or len({c.n for c in chunks}) != len(chunks):
-            raise BadDocument("chunks must be a non-empty list with distinct chunk numbers")
-        if any(not c.text.strip() for c in chunks):
-            raise BadDocument("a pre-made chunk is empty")
-        for c in chunks:
-            check_unicode(c.text, f"pre-made chunk {c.n}")
-        size = sum(len(c.text.encode("utf-8", errors="surrogatepass")) for c in chunks)
-        if size > max_bytes:  # the chunks are stored and embedded too: the same limit as the text
-            raise BadDocument(f"pre-made chunks are {size:,} bytes, over the limit of {max_bytes:,} "
-                              "(SITUATE_MAX_DOCUMENT_BYTES)")
-    return text, chunks
 
 
 def new_run() -> str:
@@ -139,21 +47,18 @@ def submit_one(config: CollectionConfig, raw: RawDocument, run: str | None = Non
         raise errors.Busy(f"collection {config.name!r} is switching to its new generation (situate reindex): "
                           "try again in a few seconds")
     try:
-        text, chunks = validate(raw, get_settings().max_document_bytes)
+        doc = valid(raw, get_settings().max_document_bytes)
     except BadDocument as e:
         try:  # recorded against a valid id only: a bad id must not become a key
             states.rejected(config.name, check_doc_id(raw.doc_id), str(e))
         except BadDocument:
             pass
         return Submission(raw.doc_id, states.FAILED, error=str(e))
-    if isinstance(text, Original):
-        original, version = text, original_version(text.data)
-    else:
-        original, version = None, content_version(text, chunks)
-    meta = metadata_hash(raw.metadata)
+    original = doc.body if isinstance(doc.body, Original) else None
+    version, meta, chunks = doc.version, doc.metadata_hash, doc.chunks
     if states.is_unchanged(config.name, raw.doc_id, version, meta):
         return Submission(raw.doc_id, "unchanged", version)
-    payload = {"text": None if original else text, "metadata": raw.metadata, "run": run, "batch": batch,
+    payload = {"text": None if original else doc.body, "metadata": raw.metadata, "run": run, "batch": batch,
                "chunks": None if chunks is None else [c.model_dump() for c in chunks]}
     if original:
         payload["original"] = {"media_type": original.media_type, "name": raw.name or raw.doc_id,

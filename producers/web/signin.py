@@ -22,7 +22,7 @@ from urllib.parse import parse_qs
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from producers import auth, http_guard
+from producers.web import auth, http_guard
 from workers import errors
 from workers.settings import get_settings
 from workers.storage import sessions

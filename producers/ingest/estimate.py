@@ -29,11 +29,12 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from producers.submit import Original, validate
 from workers import models
-from workers.chunking import Chunk
-from workers.contextualizers import registry, source
+from workers.chunks import recipe
+from workers.chunks.splitting import Chunk
+from workers.contextualizers import registry
 from workers.contextualizers.base import SourceDocument
+from workers.documents.validation import Original, valid
 from workers.errors import BadDocument, ExtractionError
 from workers.extraction import sandbox
 from workers.extraction.document import Extracted
@@ -96,7 +97,7 @@ class _NoProvider:
 
 
 def _extracted(raw: Any, original: Original) -> Extracted:
-    """A file as the chunk stage would see it (``tasks._extract``, the same limits)."""
+    """A file as the chunk stage would see it (``stages._extract``, the same limits)."""
     try:
         return sandbox.extract(original.data, original.media_type, raw.name or raw.doc_id, Limits.from_settings())
     except ExtractionError as e:
@@ -122,17 +123,18 @@ def estimate(config: CollectionConfig, documents: Iterable[Any]) -> Estimate:
 
 def _prepared(config: CollectionConfig, raw: Any) -> Prepared | None:
     """What submit would refuse, and what the chunk stage would fail: None. Cut by the chunk
-    stage's own recipe (``source.chunks_of``), from the payload the stage would find."""
+    stage's own recipe (``recipe.chunks_of``), from the payload the stage would find."""
     metadata = raw.metadata or {}
     try:
-        body, given = validate(raw, get_settings().max_document_bytes)
+        doc = valid(raw, get_settings().max_document_bytes)
+        body, given = doc.body, doc.chunks
         if isinstance(body, Original):
             found = _extracted(raw, body).to_json()
             payload: dict[str, Any] = {"text": found.pop("text"), "metadata": metadata, "extracted": found}
         else:
             payload = {"text": body, "metadata": metadata,
                        "chunks": None if given is None else [c.model_dump() for c in given]}
-        chunks, language, _ = source.chunks_of(config, payload)
+        chunks, language, _ = recipe.chunks_of(config, payload)
     except BadDocument:
         return None
     return Prepared(raw.doc_id, payload["text"], language, metadata, chunks) if chunks else None
@@ -270,7 +272,7 @@ def estimate_reindex(name: str, **changes: Any) -> Estimate:
             if payload is None:
                 yield None
                 continue
-            chunks, language, _ = source.chunks_of(target, payload)
+            chunks, language, _ = recipe.chunks_of(target, payload)
             known = chunk_index.contexts_by_text(live, doc_id, payload.get("version") or "") if reusable else {}
             if reusable and not payload.get("version"):  # from chunks: the indexed version's
                 doc = states.get(name, doc_id)

@@ -40,10 +40,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
-from producers import auth
 from producers.retrieval import page_images
 from producers.retrieval.hits import HitOut, SearchIn, SearchOut, citation
 from producers.retrieval.search import search as search_index
+from producers.web import auth
 from workers import errors
 from workers.storage import catalog, chunk_index, states
 

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from producers.submit import RawDocument
+from workers.documents.validation import RawDocument
 from workers.settings import get_settings
 
 FORMATS = ("auto", "files", "jsonl", "cookbook")

@@ -1,0 +1,413 @@
+"""The pipeline's stages as plain functions: what each does to one document, given where it
+reads and writes (``Stores``).
+
+The Celery tasks (``tasks``) are shells that call these with the deployment's stores (Redis,
+S3, OpenSearch: ``tasks.STORES``); the unit tests call them with in-memory ones
+(``tests/memory.py``) and check what a stage does — a redelivery, a changed version, a failed
+context, a finished document — without a service. Each store is a small interface; the
+modules of ``storage/`` (and ``pipeline.fair``, ``metrics``) are their implementations, as they
+are: a module's functions satisfy a Protocol as an object's methods do.
+
+Every stage is safe to run again (``guard``, ``delivery``): it runs only while its document,
+at this version, has not reached the stage's state; it skips work already checkpointed; it
+sends the next stage *before* recording its own state, so a crash between the two repeats a
+little work rather than losing the hand-off (the next stage, delivered twice, is a no-op the
+second time).
+
+What the in-memory stores do not cover: a reindex's generation (``config.rebuilds``) reads the
+live collection and advances the rebuild through Redis directly (``reuse``, ``rebuild``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from workers.chunks import recipe
+from workers.chunks.splitting import Chunk, is_code
+from workers.contextualizers import registry
+from workers.contextualizers.base import SourceDocument, contextualized_text
+from workers.embedding import registry as embedders
+from workers.errors import BadDocument, ExtractionError
+from workers.extraction import detect, sandbox
+from workers.extraction.limits import Limits
+from workers.pipeline.routing import CHUNK_QUEUE, INDEX_QUEUE, contextualize_priority, document_queue
+from workers.pipeline.sending import CONTEXTUALIZE_TASK, INDEX_TASK, SLICE_TASK
+from workers.settings import get_settings
+from workers.storage import states as state_names
+from workers.storage.bodies import BodyStore
+from workers.storage.catalog import CollectionConfig
+
+if TYPE_CHECKING:
+    from workers.contextualizers.base import Contextualizer
+
+log = logging.getLogger("situate.tasks")
+
+
+class States(Protocol):
+    """Each document's state: only moves forward (``storage.states``)."""
+
+    def get(self, collection: str, doc_id: str) -> dict[str, Any] | None: ...
+
+    def set_state(self, collection: str, doc_id: str, version: str, state: str, **fields: Any) -> bool: ...
+
+    def annotate(self, collection: str, doc_id: str, **fields: str) -> None: ...
+
+
+class Catalog(Protocol):
+    """Collections' frozen settings (``storage.catalog``)."""
+
+    def load(self, name: str) -> CollectionConfig: ...
+
+    def is_current(self, config: CollectionConfig) -> bool: ...
+
+    def record_mix(self, name: str, code_chunks: int, prose_chunks: int, paged_chunks: int = 0) -> None: ...
+
+
+class Checkpoints(Protocol):
+    """Work already done for a document version: its chunks, its paid contexts (``storage.checkpoints``)."""
+
+    def load_chunks(self, collection: str, doc_id: str, version: str) -> tuple[list[Chunk], str, dict[str, Any]] | None: ...
+
+    def save_chunks(self, collection: str, doc_id: str, version: str, chunks: list[Chunk], language: str,
+                    metadata: dict[str, Any]) -> None: ...
+
+    def load_contexts(self, collection: str, doc_id: str, version: str) -> dict[int, dict[str, Any]]: ...
+
+    def save_context(self, collection: str, doc_id: str, version: str, n: int, context: dict[str, Any]) -> None: ...
+
+    def flush(self, collection: str, doc_id: str, version: str) -> None: ...
+
+    def mark_warm(self, collection: str, doc_id: str, version: str) -> None: ...
+
+    def still_warm(self, collection: str, doc_id: str, version: str) -> bool: ...
+
+    def release(self, collection: str, doc_id: str, version: str) -> None: ...
+
+
+class ChunkIndex(Protocol):
+    """Where indexed chunks live (``storage.chunk_index``: OpenSearch)."""
+
+    def ensure_index(self, config: CollectionConfig) -> None: ...
+
+    def write_version(self, config: CollectionConfig, doc_id: str, version: str, seq: int, rows: list[dict[str, Any]],
+                      metadata: dict[str, Any], rollback: bool = ...) -> None: ...
+
+    def delete_version(self, config: CollectionConfig, doc_id: str, version: str, numbers: list[int]) -> int: ...
+
+    def delete_stray_index(self, config: CollectionConfig) -> None: ...
+
+    def delete_older(self, config: CollectionConfig, doc_id: str, seq: int, refresh_first: bool = ...) -> int: ...
+
+
+class Gate(Protocol):
+    """The next stage's message, through the fair gate (``pipeline.fair``)."""
+
+    def send(self, task: str, args: tuple[Any, ...] | list[Any], queue: str, priority: int = ..., front: bool = ...,
+             admit_now: bool = ...) -> None: ...
+
+    def charge(self, queue: str, collection: str, turns: float) -> None: ...
+
+
+class Capacity(Protocol):
+    """Room in Redis before a stage writes what it made (``storage.capacity``)."""
+
+    def wait_for_room(self, nbytes: int, what: str, step_s: float = ...) -> None: ...
+
+
+class Counter(Protocol):
+    def count(self, name: str, value: float = ..., **labels: str) -> None: ...
+
+
+class Metrics(Protocol):
+    """Fleet counters (``metrics``)."""
+
+    def count(self, name: str, value: float = ..., **labels: str) -> None: ...
+
+    def batch(self) -> AbstractContextManager[Counter]: ...
+
+
+@dataclass(frozen=True)
+class Stores:
+    """Where the stages read and write; ``bodies`` is asked for when needed (S3 or Redis, as
+    configured)."""
+
+    states: States
+    catalog: Catalog
+    checkpoints: Checkpoints
+    bodies: Callable[[], BodyStore]
+    index: ChunkIndex
+    gate: Gate
+    capacity: Capacity
+    metrics: Metrics
+
+
+def pending(s: Stores, collection: str, doc_id: str, version: str, until: str) -> dict[str, Any] | None:
+    """The document's state if ``version`` is current and has not reached ``until`` yet, else
+    None: superseded, deleted, failed, or this stage (or a later one) already done."""
+    doc = s.states.get(collection, doc_id)
+    if doc is None or doc.get("version") != version or doc["state"] == state_names.FAILED:
+        return None
+    return doc if state_names.RANK.get(doc["state"], 99) < state_names.RANK[until] else None
+
+
+def load(s: Stores, collection: str, doc_id: str, version: str) -> tuple[CollectionConfig, list[Chunk], str, dict[str, Any]]:
+    """The collection's config and the document's checkpointed chunks, language, metadata."""
+    loaded = s.checkpoints.load_chunks(collection, doc_id, version)
+    if loaded is None:
+        raise BadDocument("chunks are gone from the checkpoint store; submit the document again")
+    return (s.catalog.load(collection), *loaded)
+
+
+# ---- chunk ------------------------------------------------------------------------------
+
+def chunk(s: Stores, collection: str, doc_id: str, version: str) -> None:
+    """Body (a file extracted first) -> chunks, checkpointed; then the document's contextualize
+    message, on its shard."""
+    if not pending(s, collection, doc_id, version, state_names.CHUNKED):
+        return
+    config = s.catalog.load(collection)
+    facts: dict[str, object] = {}
+    loaded = s.checkpoints.load_chunks(collection, doc_id, version)
+    if loaded is not None:  # delivered again after chunking: the chunks are checkpointed
+        chunks = loaded[0]
+    else:
+        payload = s.bodies().get(collection, doc_id, version)
+        if payload is None:
+            raise BadDocument("document body is gone from the body store (expired before a worker took it)")
+        if payload.get("text") is None and payload.get("original"):
+            payload = _extract(s, collection, doc_id, version, payload)
+        metadata = payload.get("metadata") or {}
+        chunks, language, facts = recipe.chunks_of(config, payload)
+        if not chunks:
+            raise BadDocument("chunking produced no chunk (no text content)")
+        limit = get_settings().max_chunks_per_document
+        if len(chunks) > limit:
+            raise BadDocument(f"document has {len(chunks):,} chunks, over the limit of {limit:,} "
+                              "(SITUATE_MAX_CHUNKS_PER_DOCUMENT)")
+        s.checkpoints.save_chunks(collection, doc_id, version, chunks, language, metadata)
+        s.catalog.record_mix(collection, len(chunks) if is_code(language) else 0, 0 if is_code(language) else len(chunks),
+                             sum(1 for c in chunks if c.pages))
+    s.gate.send(CONTEXTUALIZE_TASK, (collection, doc_id, version), queue=document_queue(collection, doc_id),
+                priority=contextualize_priority(len(chunks)))
+    s.states.set_state(collection, doc_id, version, state_names.CHUNKED, chunks_total=len(chunks), **facts)
+
+
+# What a chunk task's turn in the fair gate is worth: extraction beyond it is charged to the
+# collection as turns given up to the others (storage/fairqueue.py).
+TURN_S = 2.0
+
+
+def _extract(s: Stores, collection: str, doc_id: str, version: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """A file's original bytes -> its text and structure, in the sandbox, under limits. The text
+    replaces the original in the body store (later stages and a redelivery read it from there),
+    once Redis has room for it (``capacity.make_room``: the producer only saw the file)."""
+    original = s.bodies().get_original(collection, doc_id, version)
+    if original is None:
+        raise BadDocument("the file is gone from the body store (expired before a worker took it): submit it again")
+    info = payload["original"]
+    started = time.monotonic()
+    try:
+        extracted = sandbox.extract(original, info["media_type"], info.get("name") or doc_id, Limits.from_settings())
+    except ExtractionError as e:
+        raise BadDocument(f"{detect.LABELS.get(info['media_type'], info['media_type'])}: {e}") from None
+    finally:
+        s.gate.charge(CHUNK_QUEUE, collection, (time.monotonic() - started) / TURN_S - 1)
+    found = extracted.to_json()
+    payload = {**payload, "text": found.pop("text"), "extracted": found}
+    s.capacity.wait_for_room(len(payload["text"].encode("utf-8")), "this file's text")
+    s.bodies().put(collection, doc_id, version, payload)
+    _keep_original(s, collection, doc_id, version)
+    return payload
+
+
+def _keep_original(s: Stores, collection: str, doc_id: str, version: str) -> None:
+    """The original bytes, kept for the search page to draw its pages (within their budget), or
+    dropped; the document's state says which."""
+    settings = get_settings()
+    if not settings.keep_originals:
+        s.bodies().delete_original(collection, doc_id, version)
+        s.states.annotate(collection, doc_id, original="not kept: SITUATE_KEEP_ORIGINALS is off")
+        return
+    kept = s.bodies().keep_original(collection, doc_id, version, settings.keep_originals_mb * 1_000_000)
+    s.states.annotate(collection, doc_id, original="kept" if kept else
+                      f"not kept: over the {settings.keep_originals_mb:,} MB kept for originals (SITUATE_KEEP_ORIGINALS_MB)")
+
+
+# ---- contextualize ----------------------------------------------------------------------
+
+# A Message Batch submitted for the chunks still missing (``tasks``: Anthropic's batches and
+# the poll that collects them are Celery's business, not a stage's).
+BatchSubmitter = Callable[["Contextualizer", SourceDocument, list[Chunk]], None]
+# Contexts a rebuild takes from the live generation for these chunks (``tasks``: reads it).
+Reuser = Callable[[CollectionConfig, str, str, list[Chunk], set[int]], int]
+
+
+def contextualize(s: Stores, collection: str, doc_id: str, version: str, submit_batch: BatchSubmitter | None = None,
+                  reuse: Reuser | None = None) -> None:
+    """Chunks -> contexts, each checkpointed as it arrives; a big document warmed, then sliced
+    for any worker; then the index message."""
+    if not pending(s, collection, doc_id, version, state_names.SITUATED):
+        return
+    config, chunks, language, metadata = load(s, collection, doc_id, version)
+    done = s.checkpoints.load_contexts(collection, doc_id, version)
+    if config.rebuilds and reuse and reuse(config, doc_id, version, chunks, set(done)):  # paid for already?
+        done = s.checkpoints.load_contexts(collection, doc_id, version)
+    missing = [c for c in chunks if c.n not in done]
+    if missing:
+        doc = source(s, collection, doc_id, version, chunks, language, metadata)
+        contextualizer = registry.for_collection(config)
+        if doc.batch and config.contextualizer == "anthropic" and submit_batch is not None:
+            submit_batch(contextualizer, doc, missing)
+            return
+        slice_size = get_settings().llm_document_concurrency
+        if config.contextualizer in registry.LLM_PROVIDERS and len(missing) > slice_size:
+            _warm_then_slice(s, contextualizer, doc, chunks, done, slice_size)
+            return
+        contexts_for(s, contextualizer, doc, missing)
+    hand_to_index(s, collection, doc_id, version, len(chunks))
+
+
+def contextualize_slice(s: Stores, collection: str, doc_id: str, version: str, numbers: list[int]) -> None:
+    """Part of a big document, after its warm-up call: reads the cached document block."""
+    if not pending(s, collection, doc_id, version, state_names.SITUATED):
+        return
+    config, chunks, language, metadata = load(s, collection, doc_id, version)
+    done = s.checkpoints.load_contexts(collection, doc_id, version)
+    wanted = set(numbers)
+    todo = [c for c in chunks if c.n in wanted and c.n not in done]
+    if todo:
+        doc = source(s, collection, doc_id, version, chunks, language, metadata)
+        # Read the warm-up's cache entry only if it can still be alive; a slice that waited
+        # in the queue longer than that warms it again itself (one call, then the rest), instead
+        # of sending all its calls at once to a cold cache and paying a write for each.
+        doc.warm = s.checkpoints.still_warm(collection, doc_id, version)
+        contexts_for(s, registry.for_collection(config), doc, todo)
+        s.checkpoints.mark_warm(collection, doc_id, version)
+    hand_to_index(s, collection, doc_id, version, len(chunks))
+
+
+def contexts_for(s: Stores, contextualizer: Contextualizer, doc: SourceDocument, chunks: list[Chunk]) -> None:
+    """Each context checkpointed as it arrives — kept in memory when Redis is away, so that the
+    answers still in flight are not lost, nor paid again on the next attempt."""
+    try:
+        for c, context in contextualizer.contextualize(doc, chunks):
+            s.checkpoints.save_context(doc.collection, doc.doc_id, doc.version, c.n, context.to_json())
+    finally:
+        s.checkpoints.flush(doc.collection, doc.doc_id, doc.version)
+
+
+def _warm_then_slice(s: Stores, contextualizer: Contextualizer, doc: SourceDocument, chunks: list[Chunk],
+                     done: dict[int, dict[str, Any]], size: int) -> None:
+    """A big document: warm its cache with its first chunk here, then let any idle worker take
+    a slice of the rest (the provider's cache is per account, not per process), instead of one
+    worker's bound setting the pace of the whole run. The slices are the same whatever is done
+    already, so a delivery of this task again sends the same ones: their leases and the
+    checkpoints make the copies no-ops, and no chunk is sent to the provider twice at once."""
+    first, rest = chunks[0], chunks[1:]
+    if first.n not in done:
+        contexts_for(s, contextualizer, doc, [first])
+        s.checkpoints.mark_warm(doc.collection, doc.doc_id, doc.version)
+    queue = document_queue(doc.collection, doc.doc_id)
+    for numbers in _slices(contextualizer, doc, rest, size):
+        if any(n not in done for n in numbers):  # ahead of the collection's other documents: the cache is warm now
+            s.gate.send(SLICE_TASK, (doc.collection, doc.doc_id, doc.version, numbers), queue=queue, front=True)
+
+
+def _slices(contextualizer: Contextualizer, doc: SourceDocument, chunks: list[Chunk], size: int) -> list[list[int]]:
+    """Runs of at most ``2 x size`` chunks; a long document's along its windows (each window
+    written once, by the first call of the slice that holds it), else of ``size``."""
+    windowed = getattr(contextualizer, "long_document_plan", lambda _doc: None)(doc)
+    if windowed is None:
+        return [[c.n for c in chunks[i:i + size]] for i in range(0, len(chunks), size)]
+    wanted = {c.n for c in chunks}
+    out: list[list[int]] = []
+    for window in windowed.windows:
+        numbers = [n for n in window.chunks if n in wanted]
+        step = size if len(numbers) > 2 * size else len(numbers) or 1
+        out += [numbers[i:i + step] for i in range(0, len(numbers), step) if numbers[i:i + step]]
+    return out
+
+
+def hand_to_index(s: Stores, collection: str, doc_id: str, version: str, total: int) -> None:
+    """Send the document to the index queue once every chunk has its context. Whichever slice
+    finishes last sends it; two finishing at once both do, and the second index is a no-op."""
+    if len(s.checkpoints.load_contexts(collection, doc_id, version)) < total:
+        return
+    s.gate.send(INDEX_TASK, (collection, doc_id, version), queue=INDEX_QUEUE)
+    s.states.set_state(collection, doc_id, version, state_names.SITUATED)
+
+
+def source(s: Stores, collection: str, doc_id: str, version: str, chunks: list[Chunk], language: str,
+           metadata: dict[str, Any]) -> SourceDocument:
+    payload = s.bodies().get(collection, doc_id, version)
+    if payload is None:
+        raise BadDocument("document body is gone from the body store; submit the document again")
+    return SourceDocument(collection, doc_id, version, payload["text"], language, metadata,
+                          chunks, payload.get("run"), bool(payload.get("batch")), structure=payload.get("extracted"))
+
+
+# ---- index ------------------------------------------------------------------------------
+
+def index(s: Stores, collection: str, doc_id: str, version: str) -> CollectionConfig | None:
+    """Contexts -> vectors -> the index, this version whole; older versions removed after; the
+    document's working data released. The collection's config when this version was indexed
+    (a reindex's generation then advances: ``tasks``), else None."""
+    doc = pending(s, collection, doc_id, version, state_names.INDEXED)
+    if not doc:
+        return None
+    config, chunks, _, metadata = load(s, collection, doc_id, version)
+    contexts = s.checkpoints.load_contexts(collection, doc_id, version)
+    lacking = [c.n for c in chunks if c.n not in contexts]
+    if lacking:
+        raise RuntimeError(f"refusing to index half-situated: no context for chunks {lacking[:20]}")
+    title = doc.get("title") or None
+    rows = [{"n": c.n, "text": c.text, "start": c.start, "end": c.end, "context": contexts[c.n]["text"],
+             "pages": list(c.pages) if c.pages else None, "section": c.section, "title": title} for c in chunks]
+    # One document's chunks, in order: a contextual embedder (voyage-context) needs them together.
+    # The chunk alone, or with its context (LLM contexts), or with the part of an offline context
+    # meant for the vector (an extracted document's header).
+    embedded = [contextualized_text(r["context"] if config.embed_context else contexts[r["n"]].get("embed", ""), r["text"])
+                for r in rows]
+    vectors = embedders.get(config.embedder, config.embed_model).embed_documents(embedded)
+    for row, vector in zip(rows, vectors):
+        row["vector"] = vector
+    if not s.catalog.is_current(config):  # dropped (and perhaps made again) while we embedded
+        log.info("%s/%s v%s: its collection was dropped; nothing written", collection, doc_id, version)
+        return None
+    s.index.ensure_index(config)
+    s.index.write_version(config, doc_id, version, doc["seq"], rows, metadata, rollback=doc.get("indexed_version") != version)
+    if not s.states.set_state(collection, doc_id, version, state_names.INDEXED, indexed_version=version,
+                              chunks=len(rows), chunks_total=len(rows), error="", indexed_at=f"{time.time():.3f}"):
+        now = s.states.get(collection, doc_id)
+        if now is None or now.get("version") != version:  # superseded or deleted while we wrote
+            s.index.delete_version(config, doc_id, version, [r["n"] for r in rows])
+            log.info("%s/%s v%s: superseded while indexing; its chunks removed", collection, doc_id, version)
+            if not s.catalog.is_current(config):  # dropped between our check and the write
+                s.index.delete_stray_index(config)
+        return None
+    # The previous version was indexed moments ago: make sure the search below sees it.
+    recent = time.time() - float(doc.get("indexed_at") or 0) < 5
+    removed = s.index.delete_older(config, doc_id, doc["seq"], refresh_first=recent)
+    _keep_body(s, config, doc_id, version)
+    s.bodies().delete(collection, doc_id, version)
+    s.checkpoints.release(collection, doc_id, version)
+    with s.metrics.batch() as m:  # throughput over time, for /metrics and the dashboard
+        m.count("documents_indexed", 1, collection=collection)
+        m.count("chunks_indexed", len(rows), collection=collection)
+    log.info("indexed %s/%s v%s: %d chunks, %d older removed", collection, doc_id, version, len(rows), removed)
+    return config
+
+
+def _keep_body(s: Stores, config: CollectionConfig, doc_id: str, version: str) -> None:
+    """The indexed version's body, compressed, for a rebuild of the collection without its
+    source (``situate reindex``). A generation being built reads from there already."""
+    if config.rebuilds or not get_settings().keep_text:
+        return
+    payload = s.bodies().get(config.name, doc_id, version)
+    if payload is not None:
+        s.bodies().keep(config.name, doc_id, {**payload, "version": version, "run": None, "batch": False})
