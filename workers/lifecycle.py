@@ -18,11 +18,10 @@ from typing import Any
 
 from workers import allowlist, errors, models
 from workers.contextualizers import prompts, registry
-from workers.contextualizers.claude import usage
 from workers.embedding import registry as embedders
 from workers.errors import CollectionError, Conflict, NotAllowed
 from workers.settings import get_settings
-from workers.storage import bodies, catalog, checkpoints, chunk_index, fairqueue, states, tokens
+from workers.storage import bill, bodies, catalog, checkpoints, chunk_index, fairqueue, states, tokens
 from workers.storage.catalog import FUSIONS, LANGUAGES, SEARCH_FIELDS, SHAPING_FIELDS, CollectionConfig
 
 # The offline embedder a collection gets when none is named: MiniLM reads English only (on
@@ -221,7 +220,7 @@ def delete(name: str) -> None:
     states.forget_collection(name)
     checkpoints.forget_collection(name)
     bodies.body_store().forget_collection(name)
-    usage.forget_collection(name)
+    bill.forget_collection(name)
     catalog.dropped(name)
 
 

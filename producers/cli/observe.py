@@ -78,12 +78,12 @@ def stats(
 ) -> None:
     """The LLM bill: tokens, cache-read ratio beside the best possible, cost, 429/529 counts."""
     from workers.contextualizers.claude import usage
-    from workers.storage import catalog
+    from workers.storage import bill, catalog
 
     names = [collection] if collection else catalog.list_names()
     report: dict[str, Any] = {"all": usage.totals(None) if not collection else None,
               "collections": {n: {"total": usage.totals(n),
-                                  "runs": {r: usage.totals(n, r) for r in usage.runs(n, runs)}} for n in names}}
+                                  "runs": {r: usage.totals(n, r) for r in bill.runs(n, runs)}} for n in names}}
     if json_output:
         print(json.dumps(report))
         return

@@ -9,32 +9,25 @@ totals ``situate stats`` prints) with the cache-read ratio beside the best possi
 from __future__ import annotations
 
 import time
-from typing import Any, cast
+from typing import Any
 
-from workers import keys, metrics
-from workers.connections import redis_client
+from workers import metrics
 from workers.contextualizers.claude import usage
 from workers.pipeline.routing import all_queues, oldest_waiting_s, sublists
-from workers.storage import catalog, chunk_index, fairqueue, presence, states
-
-# Kombu's names for the messages delivered and not yet acknowledged (Redis transport defaults).
-UNACKED, UNACKED_INDEX = keys.KOMBU_UNACKED, keys.KOMBU_UNACKED_INDEX
+from workers.storage import broker, catalog, chunk_index, fairqueue, presence, states
 
 
 def queues(now: float | None = None) -> dict[str, dict[str, Any]]:
     """Per queue: messages waiting in Celery's queue (all priority sub-lists, and each), the
     oldest one's age, and the work parked behind it in the collections' lines (``fairqueue``)."""
-    r, now = redis_client(), now or time.time()
+    now = now or time.time()
     out = {}
     names_of = all_queues()
     parked = fairqueue.parked(names_of, now)
     for q in names_of:
-        pipe = r.pipeline(transaction=False)
         names = sublists(q)
-        for name in names:
-            pipe.llen(name)
-        by_list = dict(zip(names, pipe.execute()))
-        oldest = [age for age in (oldest_waiting_s(r, q, now), parked[q]["oldest_s"]) if age is not None]
+        by_list = dict(zip(names, broker.lengths(names)))
+        oldest = [age for age in (oldest_waiting_s(q, now), parked[q]["oldest_s"]) if age is not None]
         out[q] = {"waiting": sum(by_list.values()), "by_priority_list": {k: v for k, v in by_list.items() if v},
                   "parked": parked[q]["parked"], "parked_by_collection": parked[q]["by_collection"],
                   "oldest_s": max(oldest) if oldest else None}
@@ -45,9 +38,7 @@ def unacked(now: float | None = None) -> dict[str, Any]:
     """Deliveries held by workers. Their time is moved to now by the holder's heartbeat, so the
     oldest age stays under a heartbeat or two while every holder lives: a larger one is a dead
     worker's messages, waiting for the sweep."""
-    r, now = redis_client(), now or time.time()
-    oldest = cast("list[tuple[str, float]]", r.zrange(UNACKED_INDEX, 0, 0, withscores=True))
-    return {"count": r.hlen(UNACKED), "oldest_heartbeat_s": round(now - oldest[0][1], 1) if oldest else None}
+    return broker.unacked_summary(now)
 
 
 def collections() -> list[dict[str, Any]]:

@@ -363,6 +363,7 @@ def test_deliveries_deferred_by_a_held_lease_do_not_use_up_the_pool(standin, fle
     from workers.connections import redis_client
     from workers.documents.validation import RawDocument, valid
     from workers.pipeline import guard
+    from workers.storage import deliveries
 
     docs = documents(8, chunks=2, words=20)
     held, free = docs[:4], docs[4:]
@@ -372,7 +373,7 @@ def test_deliveries_deferred_by_a_held_lease_do_not_use_up_the_pool(standin, fle
         version = valid(RawDocument(d["id"], d["text"], {}, [{"n": i, "text": t}
                                                             for i, t in enumerate(d["chunks"])]), 10**7).version
         keys.append(guard.unit_of("situate.chunk", [collection_name, d["id"], version]))
-        assert guard.take_lease(keys[-1], "another-delivery")
+        assert deliveries.take_lease(keys[-1], "another-delivery")
     submit(collection_name, held, contextualizer="keywords", embedder="voyage")
     wait_until(lambda: worker.log.read_text(errors="replace").count("held by another delivery") >= 4, 60,
                "four deferrals")

@@ -249,3 +249,36 @@ def test_every_module_says_why_it_exists_and_fits_in_an_afternoon():
         text = path.read_text()
         assert ast.get_docstring(ast.parse(text)), f"{name} has no docstring"
         assert len(text.splitlines()) <= MAX_LINES, f"{name} has {len(text.splitlines())} lines"
+
+
+# Where Redis is called: storage/, the clients themselves, and the metrics every layer counts
+# into (below storage on purpose: a provider fault or an embedder counts there).
+REDIS_CALLERS = ("workers.storage", "workers.connections", "workers.metrics")
+REDIS_HANDLES = {"redis_client", "redis_bytes_client", "script", "scripts"}
+
+
+def redis_calls(path: Path) -> list[str]:
+    """What in a module reaches Redis: a client or a Lua script taken, or redis-py imported for
+    more than its exceptions."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            if node.module in ("workers.connections", "workers.storage", "workers.storage.scripts"):
+                found += [a.name for a in node.names if a.name in REDIS_HANDLES]
+            elif (node.module == "redis" or node.module.startswith("redis.")) and node.module != "redis.exceptions":
+                found.append(node.module)
+        elif isinstance(node, ast.Import):
+            found += [a.name for a in node.names if a.name == "redis" or a.name.startswith("redis.")]
+    return found
+
+
+def test_the_redis_finder_finds_a_client():
+    planted = ROOT / "tests" / "unit" / "__init__.py"
+    assert redis_calls(planted) == []
+    assert redis_calls(ROOT / "workers" / "storage" / "states.py"), "states.py takes a client: the finder must see it"
+
+
+def test_no_module_outside_storage_calls_redis():
+    outside = {name: calls for name, path in project_modules().items()
+               if not name.startswith(REDIS_CALLERS) and name.startswith(PACKAGES) and (calls := redis_calls(path))}
+    assert outside == {}

@@ -33,11 +33,9 @@ from celery import bootsteps
 from celery.worker import state as worker_state
 from celery.worker.request import Request
 
-from workers import keys
 from workers.pipeline import guard, presence
 from workers.settings import get_settings
-from workers.storage import fairqueue, states
-from workers.storage.scripts import script
+from workers.storage import broker, deliveries, fairqueue, states
 
 log = logging.getLogger("situate.delivery")
 
@@ -80,12 +78,12 @@ class GuardedRequest(Request):
             return execute()
         retries = self.request_dict.get("retries") or 0
         holder = f"{self.id}:{uuid.uuid4().hex[:8]}"
-        if not guard.take_lease(unit, holder):
+        if not deliveries.take_lease(unit, holder):
             return self._finish_without_running(self._defer, pool)
         self.lease = (unit, holder)
-        deliveries = guard.count_delivery(self.id, retries)
-        if deliveries > get_settings().max_deliveries:
-            return self._finish_without_running(lambda: self._poison(deliveries - 1, retries), pool)
+        delivered = deliveries.count_delivery(self.id, retries)
+        if delivered > get_settings().max_deliveries:
+            return self._finish_without_running(lambda: self._poison(delivered - 1, retries), pool)
         return execute()
 
     def _finish_without_running(self, then: Callable[[], object], pool: Any) -> None:
@@ -111,7 +109,7 @@ class GuardedRequest(Request):
                               countdown=s.lease_s, queue=info.get("routing_key"), priority=info.get("priority"))
 
     def _poison(self, died: int, retries: int) -> None:
-        how = guard.last_death(self.id, retries) or "no error seen: killed, out of memory, or its host lost"
+        how = deliveries.last_death(self.id, retries) or "no error seen: killed, out of memory, or its host lost"
         stage = self.name.split(".", 1)[1]
         guard.fail_document(self.name, self.args, f"{stage}: the worker process running it died {died} times "
                                                   f"(SITUATE_MAX_DELIVERIES); last: {how}")
@@ -119,7 +117,7 @@ class GuardedRequest(Request):
     def _release(self) -> None:
         if self.lease:
             try:
-                guard.release_lease(*self.lease)
+                deliveries.release_lease(*self.lease)
             except guard.TRANSIENT:  # it lapses on its own
                 pass
             self.lease = None
@@ -133,7 +131,7 @@ class GuardedRequest(Request):
         exc = getattr(exc, "exc", exc)  # billiard wraps it in ExceptionWithTraceback
         if isinstance(exc, WorkerLostError):
             try:
-                guard.record_death(self.id, self.request_dict.get("retries") or 0, str(exc))
+                deliveries.record_death(self.id, self.request_dict.get("retries") or 0, str(exc))
             except guard.TRANSIENT:
                 pass
         self._release()
@@ -162,9 +160,9 @@ def heartbeat() -> None:
         if request.name.startswith("situate.") and len(args) >= 2:
             documents.add(states.member(args[0], args[1]))
     # Each on its own: one refused (Redis away, or full) must not keep the others from trying.
-    steps = (("messages", lambda: tags and script("touch_scores")(keys=[keys.KOMBU_UNACKED_INDEX], args=[now, *tags])),
-             ("leases", lambda: guard.renew_leases(held)),
-             ("documents", lambda: states.touch(sorted(documents))))
+    steps: tuple[tuple[str, Callable[[], None]], ...] = (("messages", lambda: broker.touch_unacked(tags, now)),
+                                                        ("leases", lambda: deliveries.renew_leases(held)),
+                                                        ("documents", lambda: states.touch(sorted(documents))))
     for what, step in steps:
         try:
             step()

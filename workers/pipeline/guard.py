@@ -3,9 +3,10 @@
 Celery on Redis delivers a message again when the process running it dies (a pool child that
 segfaults, a worker killed with -9, a lost host), and it can deliver one twice. The worker side
 of this is ``delivery`` (counting, leases, the heartbeat); this module holds what both sides
-share — the unit of work a task holds, the leases on it, the delivery counters — and the task
-base class: transient faults retried in place with backoff, anything else failing the document
-(and the document alone) with a reason that names the stage.
+share — the unit of work a task holds (its leases and delivery counters are kept in
+``storage.deliveries``) — and the task base class: transient faults retried in place with
+backoff, anything else failing the document (and the document alone) with a reason that names
+the stage.
 """
 
 from __future__ import annotations
@@ -14,17 +15,17 @@ import logging
 import random
 import time
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any
 
 from celery import Task
 from kombu.exceptions import OperationalError
 from opensearchpy.exceptions import ConnectionError as OpenSearchConnectionError
 
 from workers import keys, metrics
-from workers.connections import REDIS_NOT_NOW, redis_client
+from workers.connections import REDIS_NOT_NOW
 from workers.errors import BadDocument, ProviderUnavailable, PublicError, StoreFull, WriteNotNow
 from workers.settings import get_settings
-from workers.storage import scripts, states
+from workers.storage import states
 
 log = logging.getLogger("situate.tasks")
 
@@ -34,7 +35,6 @@ log = logging.getLogger("situate.tasks")
 # (``workers.faults``): the same work, tried again, will do.
 TRANSIENT: tuple[type[BaseException], ...] = (*REDIS_NOT_NOW, OpenSearchConnectionError, OperationalError, TimeoutError,
                                               ConnectionError, WriteNotNow, StoreFull, ProviderUnavailable)
-RECORD_TTL_S = 7 * 24 * 3600
 
 def unit_of(task_name: str, args: Sequence[Any]) -> str | None:
     """The lease key of the unit of work a stage task holds: its document version and stage
@@ -50,41 +50,6 @@ def unit_of(task_name: str, args: Sequence[Any]) -> str | None:
     elif stage == "ingest":
         stage = "chunk"
     return keys.lease(collection, version, doc_id, stage)
-
-
-def lease_ms() -> int:
-    return int(get_settings().lease_s * 1000)
-
-
-def take_lease(key: str, holder: str) -> bool:
-    return bool(scripts.script("lease_take")(keys=[key], args=[holder, lease_ms()]))
-
-
-def renew_leases(held: dict[str, str]) -> None:
-    """``{lease key: holder}`` for the tasks a worker runs: keep them alive."""
-    if held:
-        scripts.script("lease_renew")(keys=list(held), args=[*held.values(), lease_ms()])
-
-
-def release_lease(key: str, holder: str) -> None:
-    scripts.script("lease_release")(keys=[key], args=[holder])
-
-
-def count_delivery(task_id: str, retries: int) -> int:
-    """This message's deliveries that started work, this one included."""
-    key = keys.deliveries(task_id, retries)
-    pipe = redis_client().pipeline()
-    pipe.incr(key)
-    pipe.expire(key, RECORD_TTL_S)
-    return int(pipe.execute()[0])
-
-
-def record_death(task_id: str, retries: int, how: str) -> None:
-    redis_client().set(keys.death(task_id, retries), how[:300], ex=RECORD_TTL_S)
-
-
-def last_death(task_id: str, retries: int) -> str | None:
-    return cast("str | None", redis_client().get(keys.death(task_id, retries)))
 
 
 def fail_document(task_name: str, args: Sequence[Any], reason: str) -> None:

@@ -34,18 +34,17 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from typing import Any, cast
+from typing import Any
 
 from redis.exceptions import LockError
 
 from workers import keys, lifecycle, metrics
-from workers.connections import redis_client
 from workers.errors import CollectionError, Conflict
 from workers.pipeline import fair
 from workers.pipeline.routing import CHUNK_PRIORITY, CHUNK_QUEUE
 from workers.pipeline.sending import CHUNK_TASK
 from workers.settings import get_settings
-from workers.storage import bodies, catalog, checkpoints, chunk_index, fairqueue, states
+from workers.storage import bodies, catalog, checkpoints, chunk_index, deliveries, fairqueue, states
 from workers.storage.catalog import CollectionConfig
 
 log = logging.getLogger("situate.rebuild")
@@ -117,7 +116,7 @@ def status(name: str) -> dict[str, Any] | None:
 
 def advance() -> None:
     """One step of every reindex, by whichever worker holds the lease."""
-    lease = redis_client().lock(keys.REBUILDER, timeout=max(5.0, get_settings().heartbeat_s * 3), blocking=False)
+    lease = deliveries.duty_lock(keys.REBUILDER, max(5.0, get_settings().heartbeat_s * 3))
     if not lease.acquire():
         return
     try:
@@ -216,12 +215,10 @@ def _ready(live: CollectionConfig, shadow: CollectionConfig) -> bool:
 
 def _scan(live: CollectionConfig, shadow: CollectionConfig, record: dict[str, Any], deadline: float) -> None:
     """Feed the live documents in order (a cursor over their set), window permitting."""
-    r = redis_client()
     room = get_settings().reindex_window - _in_flight(states.counts(shadow.name))
     cursor = int(record["cursor"])
     while room > 0 and time.monotonic() < deadline:
-        cursor, found = r.sscan(keys.docs(live.name), cursor, count=BATCH)
-        doc_ids = cast("list[str]", found)
+        cursor, doc_ids = states.scan_ids(live.name, cursor, BATCH)
         for doc_id in doc_ids:
             outcome = _bring(live, shadow, doc_id)
             if outcome == "later":
@@ -299,7 +296,7 @@ def _switch(live: CollectionConfig, shadow: CollectionConfig, record: dict[str, 
                                     "created": live.created, "context_weight": live.context_weight,
                                     "fusion": live.fusion, "dense_weight": live.dense_weight, "rrf_k": live.rrf_k,
                                     "reranker": live.reranker})
-    _carry_mix(shadow.name, live.name)
+    catalog.move_mix(shadow.name, live.name)
     catalog.store(new)
     if live.index_generation > 1:
         chunk_index.point_alias(new.alias, new.index_name)
@@ -310,23 +307,12 @@ def _switch(live: CollectionConfig, shadow: CollectionConfig, record: dict[str, 
     log.info("reindex of %s: generation %d is live", live.name, new.index_generation)
 
 
-def _carry_mix(source: str, target: str) -> None:
-    r = redis_client()
-    mix = cast("dict[str, str]", r.hgetall(keys.mix(source)))
-    pipe = r.pipeline(transaction=True)
-    pipe.delete(keys.mix(target))
-    if mix:
-        pipe.hset(keys.mix(target), mapping=cast(Any, mix))  # redis-py types keys as a union
-    pipe.delete(keys.mix(source))
-    pipe.execute()
-
-
 def _forget_shadow(shadow: CollectionConfig) -> None:
     """The built generation's own records (its index is the collection's now); its bill is kept,
     added to the collection's."""
-    from workers.contextualizers.claude import usage
+    from workers.storage import bill
 
-    usage.merge_into(shadow.name, shadow.rebuilds)
+    bill.merge_into(shadow.name, shadow.rebuilds)
     catalog.forget(shadow.name)
     fairqueue.forget_collection(shadow.name)
     states.forget_collection(shadow.name)
@@ -339,7 +325,7 @@ def _forget_shadow(shadow: CollectionConfig) -> None:
 def _holding_the_lease() -> Any:
     """The rebuilder's lease, for an operator's call: no heartbeat step runs meanwhile (one that
     read the record before a rollback would write it back)."""
-    return redis_client().lock(keys.REBUILDER, timeout=60, blocking_timeout=30)
+    return deliveries.duty_lock(keys.REBUILDER, 60, wait_s=30)
 
 
 def finish(name: str) -> dict[str, Any]:

@@ -26,6 +26,7 @@ One worker at a time runs a pass, by a lease in Redis that also spaces the passe
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import logging
 import time
@@ -35,7 +36,6 @@ from collections.abc import Callable
 from typing import Any
 
 from workers import keys, metrics
-from workers.connections import redis_client
 from workers.pipeline import delivery, fair
 from workers.pipeline.routing import (
     CHUNK_PRIORITY,
@@ -48,7 +48,7 @@ from workers.pipeline.routing import (
 )
 from workers.pipeline.sending import CHUNK_TASK, CONTEXTUALIZE_TASK, INDEX_TASK, POLL_BATCH_TASK, send_task
 from workers.settings import get_settings
-from workers.storage import fairqueue, states
+from workers.storage import broker, deliveries, fairqueue, states
 
 log = logging.getLogger("situate.reconcile")
 
@@ -62,14 +62,9 @@ _last_pass = 0.0
 def in_celery() -> set[str]:
     """The documents (``states.member``) of the messages in Celery's queues and in its
     delivered-but-unacknowledged hash."""
-    r = redis_client()
     found: set[str] = set()
-    raws: list[Any] = []
-    for queue in all_queues():
-        for key in sublists(queue):
-            raws += r.lrange(key, 0, 9_999)
-    raws += [json.loads(v)[0] for _, v in r.hscan_iter(keys.KOMBU_UNACKED, count=1000)]
-    for raw in raws:
+    lists = [key for queue in all_queues() for key in sublists(queue)]
+    for raw in itertools.chain(broker.waiting(lists, 10_000), broker.unacked()):
         args = _args_of(raw)
         if args and len(args) >= 2:
             found.add(states.member(str(args[0]), str(args[1])))
@@ -184,7 +179,7 @@ def maybe_reconcile() -> Counter[str] | None:
     if s.reconcile_every_s <= 0 or time.monotonic() - _last_pass < s.reconcile_every_s:
         return None
     _last_pass = time.monotonic()
-    if not redis_client().set(LEASE, _HOLDER, nx=True, px=int(s.reconcile_every_s * 1000)):
+    if not deliveries.take_turn(LEASE, _HOLDER, int(s.reconcile_every_s * 1000)):
         return None
     return reconcile_once()
 

@@ -21,9 +21,8 @@ from __future__ import annotations
 import hashlib
 import json
 
-from redis import Redis
-
 from workers.settings import get_settings
+from workers.storage import broker
 
 CHUNK_QUEUE = "chunk"
 INDEX_QUEUE = "index"
@@ -68,14 +67,6 @@ def contextualize_priority(chunks: int) -> int:
     return max(0, 9 - max(0, chunks - 1).bit_length())
 
 
-def queue_length(redis: Redis, queue: str) -> int:
-    """Messages waiting in ``queue``, over all of Kombu's priority sub-lists."""
-    pipe = redis.pipeline(transaction=False)
-    for name in sublists(queue):
-        pipe.llen(name)
-    return sum(pipe.execute())
-
-
 QUEUED_AT_HEADER = "situate_queued_at"  # set on every message as it is sent (app.stamp_queued_time)
 
 
@@ -84,15 +75,12 @@ def sublists(queue: str) -> list[str]:
     return [queue] + [f"{queue}{PRIORITY_SEP}{level}" for level in PRIORITY_STEPS[1:]]
 
 
-def oldest_waiting_s(redis: Redis, queue: str, now: float) -> float | None:
+def oldest_waiting_s(queue: str, now: float) -> float | None:
     """Age of the oldest message waiting in ``queue`` (Kombu pushes on the left and takes from
     the right: the oldest of each sub-list is its last element). None: empty, or only messages
     sent before this header existed."""
-    pipe = redis.pipeline(transaction=False)
-    for name in sublists(queue):
-        pipe.lindex(name, -1)
     ages = []
-    for raw in pipe.execute():
+    for raw in broker.oldest(sublists(queue)):
         if raw:
             try:
                 sent = json.loads(raw)["headers"].get(QUEUED_AT_HEADER)

@@ -280,6 +280,19 @@ def list_dropping() -> list[str]:
     return _members(keys.DROPPING, keys.dropping)
 
 
+def move_mix(source: str, target: str) -> None:
+    """A reindex's generation takes its collection's name: the counts behind the fusion's
+    defaults go with it, measured on the new generation's chunks."""
+    r = redis_client()
+    mix = cast("dict[str, str]", r.hgetall(keys.mix(source)))
+    pipe = r.pipeline(transaction=True)
+    pipe.delete(keys.mix(target))
+    if mix:
+        pipe.hset(keys.mix(target), mapping=cast(Any, mix))  # redis-py types keys as a union
+    pipe.delete(keys.mix(source))
+    pipe.execute()
+
+
 def record_mix(name: str, code_chunks: int, prose_chunks: int, paged_chunks: int = 0) -> None:
     """What a collection holds, counted as documents are chunked: the read path leans on BM25
     for code and on the vectors for prose, and fuses pages of documents (``paged``, a part of the

@@ -170,6 +170,13 @@ def doc_ids(collection: str, state: str | None = None, limit: int | None = None)
     return sorted(out)
 
 
+def scan_ids(collection: str, cursor: int, count: int) -> tuple[int, list[str]]:
+    """One step of a cursor over a collection's documents (``SSCAN``: every document present
+    throughout is seen once, in no order); cursor 0 starts, and is returned at the end."""
+    after, found = redis_client().sscan(keys.docs(collection), cursor, count=count)
+    return int(after), cast("list[str]", found)
+
+
 def touch(members: list[str]) -> None:
     """Documents a live worker holds moved just now (its heartbeat): not stalled, however long
     their stage runs. Only those still in flight (``XX``)."""

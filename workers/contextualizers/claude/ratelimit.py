@@ -6,7 +6,8 @@ itself, as Anthropic does, or ``burst_s`` seconds' worth). A call reserves its e
 before it is sent — input tokens it expects to pay (uncached + cache writes; cache reads do
 not count) and its ``max_tokens`` — and the difference with the real usage is settled when the
 response arrives. Reserving first is what keeps 429s rare: ten workers cannot all spend the
-same remaining budget. One Lua script makes the check-and-take atomic.
+same remaining budget. The buckets themselves are ``storage.buckets``: one Lua script makes
+the check-and-take atomic.
 """
 
 from __future__ import annotations
@@ -19,13 +20,12 @@ from dataclasses import dataclass
 from workers import keys
 from workers.connections import REDIS_NOT_NOW
 from workers.models import Limits
-from workers.storage import scripts
+from workers.storage import buckets
 
-# Every script reads the time from Redis itself (``lua/ratelimit_now.lua``): one clock for all
-# workers. A time passed in by each worker goes backwards whenever a worker is descheduled
-# between reading its clock and its script running (2 cores, dozens of threads), and every step
-# back refills the bucket a second time: the limiter then hands out tokens the provider does not
-# have.
+# The buckets read the time from Redis itself (``storage.buckets``): one clock for all workers.
+# A time passed in by each worker goes backwards whenever a worker is descheduled between
+# reading its clock and its script running (2 cores, dozens of threads), and every step back
+# refills the bucket a second time: the limiter then hands out tokens the provider does not have.
 
 
 class TokenCalibration:
@@ -69,19 +69,13 @@ class RateLimiter:
         self.keys = [keys.rate_bucket(scope, dim) for dim in ("requests", "input", "output")]
         frac = burst_s / 60.0
         self.buckets = [(max(1.0, per_min * frac), per_min / 60.0) for per_min in (limits.rpm, limits.itpm, limits.otpm)]
-        self._acquire = scripts.script("ratelimit_acquire")
-        self._settle = scripts.script("ratelimit_settle")
-        self._penalize = scripts.script("ratelimit_penalize")
 
     def acquire(self, input_tokens: int, output_tokens: int, deadline_s: float = 600) -> Reservation:
         """Block until the call fits; returns what was reserved (to settle later)."""
         needs = (1, input_tokens, output_tokens)
         give_up = time.monotonic() + deadline_s
         while True:
-            args: list[float] = []
-            for (cap, rate), need in zip(self.buckets, needs):
-                args += [cap, rate, need]
-            wait = float(self._acquire(keys=self.keys, args=args))
+            wait = buckets.take(self.keys, self.buckets, needs)
             if wait <= 0:
                 # What the bucket really gave: a request larger than the bucket takes it all
                 # (the script clips), as the provider's bucket does.
@@ -101,20 +95,15 @@ class RateLimiter:
         the provider's, and the next requests would meet 429s."""
         deltas = (0, self._clip(1, input_tokens) - reserved.input_tokens,
                   self._clip(2, output_tokens) - reserved.output_tokens)
-        args: list[float] = []
-        buckets = []
-        for key, (cap, rate), delta in zip(self.keys, self.buckets, deltas):
-            if delta:
-                buckets.append(key)
-                args += [cap, rate, delta]
-        if buckets:
+        changed = [i for i, delta in enumerate(deltas) if delta]
+        if changed:
             try:
-                self._settle(keys=buckets, args=args)
+                buckets.adjust([self.keys[i] for i in changed], [self.buckets[i] for i in changed],
+                               [deltas[i] for i in changed])
             except REDIS_NOT_NOW:  # the bucket lapses back on its own
                 pass
 
     def penalize(self, seconds: float) -> None:
         """After a 429: empty the request bucket for ``seconds`` so every worker backs off,
         not only the one that was told."""
-        cap, rate = self.buckets[0]
-        self._penalize(keys=[self.keys[0]], args=[cap, rate, seconds])
+        buckets.empty_for(self.keys[0], self.buckets[0], seconds)

@@ -6,6 +6,8 @@ prompt or a key. Totals per collection and per run are kept in Redis hashes so `
 stats`` can print the cache-read ratio next to the best ratio the same calls could have had,
 the cost per run and per million document tokens, and the 429/529 counts.
 
+The totals are kept by ``storage.bill``; this module says what goes in them and what they mean.
+
 "Best possible" cache reads for a document of n calls whose cacheable prefix is P tokens is
 (n - 1) x P: the first call must write the prefix, every other call could read it. Documents
 below the model's cache minimum can read nothing.
@@ -15,53 +17,16 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
-import time
-from typing import Any, cast
+from typing import Any
 
-from workers import keys, metrics
-from workers.connections import REDIS_NOT_NOW, redis_client
+from workers import metrics
+from workers.storage import bill
 
 log = logging.getLogger("situate.usage")
 
 COUNTERS = ("calls", "input_tokens", "cache_write_tokens", "cache_read_tokens", "output_tokens",
             "best_read_tokens", "documents", "document_tokens", "http_429", "http_529", "http_5xx",
             "errors", "batch_calls")
-
-
-def _keys(collection: str, run: str | None) -> list[str]:
-    targets = [keys.usage(collection), keys.USAGE_ALL]
-    if run:
-        targets.append(keys.usage(collection, run))
-    return targets
-
-
-# Totals that could not be written (Redis unreachable), added with the next write that can:
-# an answer already paid for is never dropped because its bill could not be recorded.
-_pending: list[tuple[str, str | None, dict[str, float]]] = []
-_pending_lock = threading.Lock()
-
-
-def _add(collection: str, run: str | None, fields: dict[str, float]) -> None:
-    with _pending_lock:
-        batch = _pending[:] + [(collection, run, fields)]
-        _pending.clear()
-    pipe = redis_client().pipeline(transaction=False)
-    for c, r, f in batch:
-        for key in _keys(c, r):
-            for name, value in f.items():
-                if isinstance(value, float) and not value.is_integer():
-                    pipe.hincrbyfloat(key, name, value)
-                elif value:
-                    pipe.hincrby(key, name, int(value))
-        if r:
-            pipe.zadd(keys.runs(c), {r: time.time()}, nx=True)
-    try:
-        pipe.execute()
-    except REDIS_NOT_NOW:
-        with _pending_lock:
-            _pending[:0] = batch
-        log.warning("usage totals kept in memory until Redis answers (%d pending)", len(batch))
 
 
 def record_call(collection: str, run: str | None, doc_id: str, chunk: int, model: str, usage: dict[str, Any],
@@ -75,7 +40,7 @@ def record_call(collection: str, run: str | None, doc_id: str, chunk: int, model
             "cache_read_tokens": usage.get("cache_read_tokens", 0), "output_tokens": usage.get("output_tokens", 0),
             "latency_ms": round(latency_s * 1000), "cost_usd": round(cost, 8), "attempt": attempt, "batch": batch}
     log.info(json.dumps(line))
-    _add(collection, run, {"calls": 1, "input_tokens": line["input_tokens"],
+    bill.add(collection, run, {"calls": 1, "input_tokens": line["input_tokens"],
                            "cache_write_tokens": line["cache_write_tokens"],
                            "cache_read_tokens": line["cache_read_tokens"], "output_tokens": line["output_tokens"],
                            "cost_usd": float(cost), "batch_calls": int(batch)})
@@ -100,7 +65,7 @@ def record_fault(collection: str, run: str | None, kind: str, model: str = "") -
     """kind: a ``faults`` kind (connection, timeout, http_408, http_429, http_529, http_5xx), or
     errors. The bill keeps three columns — 429, 529, and the rest with the 5xx — and ``/metrics``
     every kind."""
-    _add(collection, run, {kind if kind in ("http_429", "http_529", "errors") else "http_5xx": 1})
+    bill.add(collection, run, {kind if kind in ("http_429", "http_529", "errors") else "http_5xx": 1})
     metrics.count("llm_faults", 1, collection=collection, model=model, kind=kind)
 
 
@@ -118,16 +83,15 @@ def record_document(collection: str, run: str | None, doc_id: str, model: str, c
                "cost_usd": round(sum(c.get("cost_usd", 0.0) for c in calls), 8)}
     log.info(json.dumps(summary))
     if already_cached:
-        _add(collection, run, {"best_read_tokens": best})
+        bill.add(collection, run, {"best_read_tokens": best})
     else:
-        _add(collection, run, {"documents": 1, "document_tokens": document_tokens, "best_read_tokens": best})
+        bill.add(collection, run, {"documents": 1, "document_tokens": document_tokens, "best_read_tokens": best})
     metrics.count("llm_best_read_tokens", best, collection=collection, model=model)
     return summary
 
 
 def totals(collection: str | None = None, run: str | None = None) -> dict[str, Any]:
-    key = keys.USAGE_ALL if collection is None else keys.usage(collection, run)
-    raw = redis_client().hgetall(key)
+    raw = bill.counts(collection, run)
     out: dict[str, Any] = {name: int(float(raw.get(name, 0))) for name in COUNTERS}
     out["cost_usd"] = float(raw.get("cost_usd", 0.0))
     total_in = out["input_tokens"] + out["cache_write_tokens"] + out["cache_read_tokens"]
@@ -137,34 +101,6 @@ def totals(collection: str | None = None, run: str | None = None) -> dict[str, A
     out["cost_per_million_document_tokens"] = (out["cost_usd"] / out["document_tokens"] * 1e6
                                                if out["document_tokens"] else None)
     return out
-
-
-def runs(collection: str, last: int = 10) -> list[str]:
-    return list(reversed(cast("list[str]", redis_client().zrange(keys.runs(collection), -last, -1))))
-
-
-def forget_collection(collection: str) -> None:
-    """The collection's own totals and runs; the account-wide totals keep what it cost."""
-    r = redis_client()
-    for key in r.scan_iter(keys.usage(collection, "*"), count=1000):
-        r.delete(key)
-    r.delete(keys.usage(collection), keys.runs(collection))
-
-
-def merge_into(source: str, target: str) -> None:
-    """A rebuilt generation's bill becomes its collection's (totals and runs); the account-wide
-    totals counted it already."""
-    r = redis_client()
-    runs_of = cast("list[tuple[str, float]]", r.zrange(keys.runs(source), 0, -1, withscores=True))
-    pipe = r.pipeline(transaction=False)
-    for source_key, target_key in [(keys.usage(source), keys.usage(target))] + [
-            (keys.usage(source, run), keys.usage(target, run)) for run, _ in runs_of]:
-        for name, value in cast("dict[str, str]", r.hgetall(source_key)).items():
-            pipe.hincrbyfloat(target_key, name, float(value))
-    for run, at in runs_of:
-        pipe.zadd(keys.runs(target), {run: at}, nx=True)
-    pipe.execute()
-    forget_collection(source)
 
 
 def repriced(collection: str, from_model: str, to_model: str, chunks: int) -> float | None:
