@@ -21,27 +21,26 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # tests/: the hostile files and use_services
 os.environ.setdefault("SITUATE_ALLOWED_MODELS", "*")  # the cookbook's model, against the stand-in
 os.environ.setdefault("SITUATE_ALLOWED_EMBEDDERS", "*")
 os.environ.setdefault("SITUATE_ALLOWED_RERANKERS", "*")
 
-import bench_checkpoints
-import bench_corpora
-import bench_extractors
-import bench_hostile
-import bench_llm_cost
-import bench_memory
-import bench_reconcile
-import bench_reindex
-import bench_retrieval
-import bench_scale
-import bench_search_page
-import bench_situate
+from ops import (
+    bench_checkpoints,
+    bench_corpora,
+    bench_extractors,
+    bench_hostile,
+    bench_llm_cost,
+    bench_memory,
+    bench_reconcile,
+    bench_reindex,
+    bench_retrieval,
+    bench_scale,
+    bench_search_page,
+    bench_situate,
+)
 
 
 def main() -> None:

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness import RedisServer
+from ops.harness import RedisServer
 
 CONTEXTS = 2_000
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from harness import ROOT
+from ops.harness import ROOT
 
 CORPUS = Path(os.environ.get("SITUATE_DEMO_CORPUS", ROOT.parent / "shared" / "data" / "cookbook"))
 DATA = CORPUS.parent

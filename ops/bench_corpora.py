@@ -19,8 +19,9 @@ import time
 from pathlib import Path
 
 import yaml
-from bench_common import DATA
-from harness import ROOT, SITUATE, Worker
+
+from ops.bench_common import DATA
+from ops.harness import ROOT, SITUATE, Worker
 
 CORPORA = {  # name -> language a user would declare
     "cookbook": "english",

@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from bench_common import DATA
+from ops.bench_common import DATA
 
 PDFS = DATA / "financebench" / "pdfs"
 

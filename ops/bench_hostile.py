@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from harness import Api, RedisServer, Worker
+
+from ops.harness import Api, RedisServer, Worker
 
 TOKEN = "bench-hostile-token-0123456789"
 

@@ -18,8 +18,8 @@ import subprocess
 import time
 import uuid
 
-from bench_common import CORPUS, DATA
-from harness import SITUATE, StandIn, Worker
+from ops.bench_common import CORPUS, DATA
+from ops.harness import SITUATE, StandIn, Worker
 
 MODEL = "claude-haiku-5-5"
 FAST = {"base_latency_s": 0.05, "uncached_s_per_ktok": 0.01, "read_s_per_ktok": 0.0, "output_s_per_tok": 0.0005}

@@ -15,7 +15,7 @@ import threading
 import time
 import uuid
 
-from harness import StandIn, Worker
+from ops.harness import StandIn, Worker
 
 MODEL = "claude-haiku-5-5"
 FAST = {"base_latency_s": 0.01, "uncached_s_per_ktok": 0.005, "read_s_per_ktok": 0.0, "output_s_per_tok": 0.0001}

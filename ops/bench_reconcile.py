@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness import RedisServer
+from ops.harness import RedisServer
 
 SIZES = (10_000, 100_000, 1_000_000)
 

@@ -30,8 +30,9 @@ import threading
 import time
 
 import numpy as np
-from bench_common import DATA
-from harness import SITUATE, Worker
+
+from ops.bench_common import DATA
+from ops.harness import SITUATE, Worker
 
 COOKBOOK = DATA / "cookbook"
 SOURCE = ["--format", "cookbook", str(COOKBOOK / "codebase_chunks.json")]
@@ -74,8 +75,7 @@ def _search_loop(collection: str, every_s: float = 0.1) -> tuple[list[int], list
 def bench_reindex_llm() -> None:
     import os
 
-    from harness import StandIn
-
+    from ops.harness import StandIn
     from workers.storage import catalog, chunk_index, states
 
     standin = StandIn({"base_latency_s": 0.05, "uncached_s_per_ktok": 0.01, "read_s_per_ktok": 0.0,

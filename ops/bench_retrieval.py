@@ -14,8 +14,8 @@ import time
 import uuid
 from pathlib import Path
 
-from bench_common import CORPUS
-from harness import Api, Worker
+from ops.bench_common import CORPUS
+from ops.harness import Api, Worker
 
 
 def bench_pipeline(args) -> None:

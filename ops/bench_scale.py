@@ -29,8 +29,8 @@ import time
 import uuid
 from pathlib import Path
 
-from bench_common import DATA
-from harness import StandIn, Worker
+from ops.bench_common import DATA
+from ops.harness import StandIn, Worker
 
 MODEL = "claude-haiku-5-5"
 FAST = {"base_latency_s": 0.01, "uncached_s_per_ktok": 0.002, "read_s_per_ktok": 0.0, "output_s_per_tok": 0.0001}

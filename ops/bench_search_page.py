@@ -19,7 +19,8 @@ import time
 from pathlib import Path
 
 import httpx
-from harness import SITUATE, Api, Worker
+
+from ops.harness import SITUATE, Api, Worker
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "financebench"

@@ -12,8 +12,8 @@ import json
 import time
 import uuid
 
-from bench_common import CORPUS
-from harness import StandIn, Worker
+from ops.bench_common import CORPUS
+from ops.harness import StandIn, Worker
 
 MODEL = "claude-haiku-5-5"  # the current Haiku (a 2,048-token cache minimum, as the cookbook's Haiku 3)
 # ~1 s per call: the equal-concurrency comparisons.

@@ -61,12 +61,13 @@ def log_tail(path: Path, lines: int = 30) -> str:
         return ""
 
 
-def _spawn(args: list[str], name: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen, Path]:
+def _spawn(args: list[str], name: str, env: dict[str, str] | None = None, cwd: Path | None = None
+           ) -> tuple[subprocess.Popen, Path]:
     LOGS.mkdir(parents=True, exist_ok=True)
     path = LOGS / f"{name}.log"
     with open(path, "w") as log:
         proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                                env={**os.environ, **(env or {})})
+                                env={**os.environ, **(env or {})}, cwd=cwd)
     return proc, path
 
 
@@ -139,8 +140,8 @@ class StandIn:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.base_config = dict(config or {})
-        self.proc, self.log = _spawn([sys.executable, str(ROOT / "ops" / "standin.py"), "--port", str(self.port),
-                                      "--config", json.dumps(self.base_config)], f"standin-{self.port}")
+        self.proc, self.log = _spawn([sys.executable, "-m", "ops.standin", "--port", str(self.port),
+                                      "--config", json.dumps(self.base_config)], f"standin-{self.port}", cwd=ROOT)
         self.http = httpx.Client(base_url=self.url, timeout=30)
         deadline = time.monotonic() + 30
         while True:
@@ -157,8 +158,7 @@ class StandIn:
     def configure(self, **changes: Any) -> None:
         """Set stand-in options (the others back to this process's base config); resets its cache
         and counters."""
-        sys.path.insert(0, str(ROOT / "ops"))
-        from standin import Config
+        from ops.standin import Config
 
         self.http.post("/standin/config", json={**asdict(Config()), **self.base_config, **changes}).raise_for_status()
 
@@ -190,9 +190,10 @@ class FaultyProxy:
         self.stats_file = LOGS / f"faultproxy-{self.port}.json"
         LOGS.mkdir(parents=True, exist_ok=True)
         self.stats_file.unlink(missing_ok=True)
-        self.proc, self.log = _spawn([sys.executable, str(ROOT / "ops" / "faultproxy.py"), "--upstream",
+        self.proc, self.log = _spawn([sys.executable, "-m", "ops.faultproxy", "--upstream",
                                       upstream.split("://", 1)[-1], "--port", str(self.port), "--faults",
-                                      json.dumps(faults), "--stats", str(self.stats_file)], f"faultproxy-{self.port}")
+                                      json.dumps(faults), "--stats", str(self.stats_file)], f"faultproxy-{self.port}",
+                                     cwd=ROOT)
         deadline = time.monotonic() + 30
         while True:
             if self.proc.poll() is not None:

@@ -23,7 +23,7 @@ the caching rules that matter (as the providers document them):
   of every route but its own ``/standin/*``.
 
 Tokens are counted with its own rule (words and punctuation marks), not the client's estimate.
-Run: ``python ops/standin.py --port 8100``; ``GET /standin/stats``, ``POST /standin/config``,
+Run: ``python -m ops.standin --port 8100`` (from the repository); ``GET /standin/stats``, ``POST /standin/config``,
 ``POST /standin/reset``.
 """
 
@@ -36,23 +36,15 @@ import json
 import math
 import random
 import re
-import sys
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import faultproxy
-import standin_batches
-import standin_cache
-import standin_vectors
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
+from ops import faultproxy, standin_batches, standin_cache, standin_vectors
 from workers import models
 
 _TOKEN = standin_cache.TOKEN

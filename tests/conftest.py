@@ -10,13 +10,11 @@ other's messages; tests that stop, restart or squeeze a service do it to one of 
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "ops"))
 
 
 def _redis_database_of_this_process(url: str) -> str:

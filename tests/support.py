@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from harness import ROOT, SITUATE, Api
+from ops.harness import ROOT, SITUATE, Api
 
 SHARED = ROOT.parent / "shared"
 COOKBOOK = SHARED / "data" / "cookbook"

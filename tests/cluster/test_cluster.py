@@ -8,8 +8,8 @@ import time
 import uuid
 
 import pytest
-from harness import OpenSearchNodes, RedisServer, Worker
 
+from ops.harness import OpenSearchNodes, RedisServer, Worker
 from tests.support import cookbook_docs, use_services, wait_until
 
 

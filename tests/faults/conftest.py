@@ -15,8 +15,8 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 
 import pytest
-from harness import LOGS, ROOT, RedisServer, StandIn, Worker
 
+from ops.harness import LOGS, ROOT, RedisServer, StandIn, Worker
 from tests.faults import figures as fault_figures
 from tests.support import SECRET_KEY, TEST_MODEL, reread_environment, use_services
 

@@ -10,7 +10,7 @@ import os
 import time
 import uuid
 
-from harness import ROOT
+from ops.harness import ROOT
 
 REPORT = ROOT / ".services" / "reports" / "faults.jsonl"
 SESSION = "SITUATE_TEST_SESSION"  # set once by the process that starts the session, inherited

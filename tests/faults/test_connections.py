@@ -12,8 +12,8 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from harness import FaultyProxy, free_port
 
+from ops.harness import FaultyProxy, free_port
 from tests.faults.conftest import audit, documents, expected_of, report, submit, wait_done
 from tests.support import SECRET_KEY, TEST_MODEL, reread_environment
 

@@ -12,8 +12,8 @@ import subprocess
 import time
 
 import pytest
-from harness import RedisServer, free_port, stop
 
+from ops.harness import RedisServer, free_port, stop
 from tests.faults.conftest import Pace, audit, documents, expected_of, report, submit, wait_done
 from tests.faults.test_faults import LLM
 from tests.support import use_services, wait_until

@@ -10,11 +10,11 @@ import threading
 import time
 import uuid
 
-import harness
 import httpx
 import pytest
 
 import tests.faults.plugins  # noqa: F401 - registers anthropic-crashy here too, as the workers do
+from ops import harness
 from tests.faults.conftest import Pace, audit, documents, expected_of, report, submit, wait_done
 from tests.support import TEST_MODEL, cookbook_docs, use_services, wait_until
 
@@ -193,7 +193,7 @@ def test_redis_full_for_20_seconds_mid_run(private_redis, standin, fleet, collec
     """Redis reaches ``maxmemory`` (noeviction): every write that would grow it is refused with
     OOM. Workers back off and retry in place, holding their messages, and never exit; a
     submission meanwhile gets 503 with Retry-After; once memory is free again the run resumes."""
-    from harness import Api
+    from ops.harness import Api
 
     standin.configure()
     workers = fleet(SITUATE_RECOVERY_S="10").start(2)

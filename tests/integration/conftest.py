@@ -9,8 +9,8 @@ import os
 import uuid
 
 import pytest
-from harness import StandIn, Worker
 
+from ops.harness import StandIn, Worker
 from tests.support import SECRET_KEY, TEST_MODEL, reread_environment
 
 WORKERS: list[Worker] = []

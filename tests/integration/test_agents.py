@@ -11,8 +11,8 @@ from typing import Any
 
 import httpx
 import pytest
-from harness import SITUATE, Api
 
+from ops.harness import SITUATE, Api
 from producers.client import SituateClient
 from producers.evaluation.evaluate import load_queries
 from producers.web import auth

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from harness import Api
 
+from ops.harness import Api
 from producers.client import SituateClient
 from workers.errors import SituateError
 

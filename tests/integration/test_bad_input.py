@@ -7,8 +7,8 @@ import json
 
 import httpx
 import pytest
-from harness import Api
 
+from ops.harness import Api
 from tests.support import TEST_MODEL, run_cli, wait_until, write_jsonl
 
 ADMIN = "bad-input-admin-token"

@@ -10,8 +10,8 @@ import uuid
 
 import httpx
 import pytest
-from harness import SITUATE, Api, RedisServer, Worker
 
+from ops.harness import SITUATE, Api, RedisServer, Worker
 from tests.support import use_services
 from workers.connections import redis_client
 

@@ -8,8 +8,7 @@ from __future__ import annotations
 import time
 import uuid
 
-from harness import RedisServer, Worker
-
+from ops.harness import RedisServer, Worker
 from tests.faults import figures
 from tests.support import use_services
 

@@ -13,8 +13,8 @@ import time
 
 import httpx
 import pytest
-from harness import Api, RedisServer
 
+from ops.harness import Api, RedisServer
 from tests.support import run_cli, running_api, use_services, wait_until
 
 ADMIN = "framing-admin-token-3f9a"

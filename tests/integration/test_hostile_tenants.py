@@ -10,8 +10,8 @@ import time
 import uuid
 
 import pytest
-from harness import RedisServer, Worker
 
+from ops.harness import RedisServer, Worker
 from tests.documents import make
 from tests.support import use_services, wait_until
 

@@ -4,8 +4,8 @@ from the index, and nothing of them left in Redis."""
 from __future__ import annotations
 
 import pytest
-from harness import Api
 
+from ops.harness import Api
 from producers.client import SituateClient
 from tests.support import ingest, run_cli
 from workers.connections import redis_client

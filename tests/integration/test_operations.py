@@ -13,9 +13,9 @@ import time
 import httpx
 import numpy as np
 import pytest
-from harness import SITUATE, free_port, stop
 from prometheus_client.parser import text_string_to_metric_families
 
+from ops.harness import SITUATE, free_port, stop
 from tests.support import TEST_MODEL, cookbook_docs, ingest, run_cli, running_api
 
 TOKEN = "ops-token-5c1e"

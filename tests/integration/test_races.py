@@ -13,8 +13,8 @@ import threading
 
 import opensearchpy
 import pytest
-from harness import free_port
 
+from ops.harness import free_port
 from tests.support import ingest, run_cli, use_services, wait_for
 
 
@@ -128,8 +128,8 @@ def test_an_index_task_whose_collection_is_dropped_meanwhile_writes_nothing(coll
 
 def test_a_drop_cut_short_by_opensearch_is_finished_by_the_next(worker, collection_name):
     import httpx
-    from harness import Api
 
+    from ops.harness import Api
     from workers import lifecycle
     from workers.connections import opensearch_client
     from workers.errors import Conflict, NoSuchCollection

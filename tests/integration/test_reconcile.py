@@ -8,8 +8,8 @@ from __future__ import annotations
 import time
 
 import pytest
-from harness import RedisServer
 
+from ops.harness import RedisServer
 from tests.support import use_services
 
 

@@ -12,8 +12,8 @@ import time
 
 import httpx
 import pytest
-from harness import Api, Worker, free_port
 
+from ops.harness import Api, Worker, free_port
 from tests.support import run_cli, running_api, wait_until
 
 ADMIN = "admin-token-9c1e-very-secret"

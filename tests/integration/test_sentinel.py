@@ -8,8 +8,8 @@ import subprocess
 import uuid
 
 import pytest
-from harness import RedisServer, Worker, free_port, stop
 
+from ops.harness import RedisServer, Worker, free_port, stop
 from tests.support import run_cli, wait_until, write_jsonl
 
 
