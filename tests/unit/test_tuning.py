@@ -21,7 +21,7 @@ def made_up(n: int = 60, seed: int = 1, at: int = 0):
         queries.append(LabelledQuery(f"q{i}", [Gold(f"d{i}", 0)]))
         sides = {}
         for side, p in [("dense", 0.8)] + [(f"bm25@{w:g}", 0.3) for w in tuning.CONTEXT_WEIGHTS]:
-            noise = [hit(f"x{i}-{side}-{j}", 0, 100 - j) for j in range(60)]
+            noise = [hit(f"x{i}-{side}-{j}", 0, 100 - j) for j in range(30)]  # past the top 20 graded
             if rng.random() < p:
                 noise.insert(at, hit(f"d{i}", 0, 100.5 - at))
             sides[side] = noise
