@@ -95,6 +95,7 @@ class Worker:
     def __init__(self, concurrency: int = 2, extra: list[str] | None = None, env: dict[str, str] | None = None,
                  name: str | None = None, ready_timeout: float = 90):
         self.name = name or f"worker-{uuid.uuid4().hex[:6]}"
+        self.ended_on_purpose = False
         self.proc, self.log = _spawn([SITUATE, "worker", "--concurrency", str(concurrency), "--hostname",
                                       f"{self.name}@%h", "--loglevel", "INFO", *(extra or [])], self.name, env)
         deadline = time.monotonic() + ready_timeout
@@ -119,8 +120,17 @@ class Worker:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
+    def exited_on_its_own(self) -> str | None:
+        """Why this worker is gone when no one stopped or killed it (its exit code and its log's
+        tail), or None: a worker must outlive every fault it meets (a broker lost, a pool child
+        killed), never leave its messages to the others."""
+        if self.ended_on_purpose or self.alive():
+            return None
+        return f"worker {self.name} exited with {self.proc.returncode}:\n{log_tail(self.log)}"
+
     def kill(self) -> None:
         """kill -9 of the worker and its pool children: a lost host, as far as Redis can tell."""
+        self.ended_on_purpose = True
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except ProcessLookupError:
@@ -128,6 +138,7 @@ class Worker:
         self.proc.wait()
 
     def stop(self) -> None:
+        self.ended_on_purpose = True
         stop(self.proc)
 
 

@@ -90,18 +90,31 @@ class Fleet:
         for w in self.workers:
             w.stop()
 
+    def exited_on_their_own(self) -> list[str]:
+        return [why for w in self.workers if (why := w.exited_on_its_own())]
+
+
+# The fleets of the running test: ``wait_done`` stops waiting as soon as one of their workers
+# has exited on its own (the run would stall, or finish on the others and hide it).
+RUNNING: list[Fleet] = []
+
+
+def workers_gone() -> list[str]:
+    return [why for f in RUNNING for why in f.exited_on_their_own()]
+
 
 @pytest.fixture
 def fleet(standin):
-    fleets: list[Fleet] = []
-
     def make(**env: str) -> Fleet:
-        fleets.append(Fleet(standin, **env))
-        return fleets[-1]
+        RUNNING.append(Fleet(standin, **env))
+        return RUNNING[-1]
 
     yield make
-    for f in fleets:
+    gone = workers_gone()
+    for f in RUNNING:
         f.stop()
+    RUNNING.clear()
+    assert not gone, "a worker exited during the run:\n" + "\n".join(gone)
 
 
 @pytest.fixture
@@ -188,6 +201,8 @@ def wait_done(collection: str, doc_ids: list[str], timeout: float) -> float:
         pending = [d for d, s in zip(doc_ids, docs) if s is None or s["state"] not in states.TERMINAL]
         if not pending:
             return time.monotonic() - started
+        if gone := workers_gone():
+            raise AssertionError(f"{len(pending)} documents pending, and a worker exited on its own:\n" + "\n".join(gone))
         if time.monotonic() - started > timeout:
             raise AssertionError(f"{len(pending)} documents still pending after {timeout:.0f} s: {pending[:5]} "
                                  f"(states: {Counter(s['state'] if s else None for s in docs)}); logs in {LOGS}")

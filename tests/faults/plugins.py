@@ -1,9 +1,12 @@
-"""A contextualizer that kills its own process on a marker: a native crash, on demand.
+"""Faults on demand inside the fault tests' workers, loaded through ``SITUATE_PLUGINS`` (the
+same way a user adds a contextualizer of their own; a worker imports its plugins at start).
 
-Loaded by the fault tests' workers through ``SITUATE_PLUGINS`` (the same way a user adds a
-contextualizer of their own). ``anthropic-crashy`` is the Anthropic contextualizer, except that
-a document holding ``POISON-SEGV`` makes the process running it die with SIGSEGV — what a
-llama.cpp built for the wrong CPU did — before any call is made."""
+- ``anthropic-crashy`` is the Anthropic contextualizer, except that a document holding
+  ``POISON-SEGV`` makes the process running it die with SIGSEGV — what a llama.cpp built for
+  the wrong CPU did — before any call is made.
+- ``UNTIDY_BROKER_LOSS`` in the environment: closing a broker connection that ``collect()`` has
+  detached raises the ``AttributeError`` Celery 5.7.0 met there (``workers.pipeline.consumer``),
+  every time, where on its own it happened to one worker in six in the failover test."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ import signal
 from workers.contextualizers import registry
 
 MARKER = "POISON-SEGV"
+UNTIDY_BROKER_LOSS = "SITUATE_TEST_UNTIDY_BROKER_LOSS"
 
 
 class CrashOnMarker:
@@ -32,3 +36,20 @@ def _crashy(config):
 
 
 registry.register("anthropic-crashy", _crashy, model_written=True)
+
+
+def _untidy_broker_loss() -> None:
+    from kombu.connection import Connection
+
+    close = Connection.release
+
+    def release(self: Connection) -> None:
+        if self._transport is None and self._default_channel is not None:  # collect() detached it
+            raise AttributeError("'NoneType' object has no attribute 'hostname'")
+        close(self)
+
+    Connection.release = Connection.close = release
+
+
+if os.environ.get(UNTIDY_BROKER_LOSS):
+    _untidy_broker_loss()

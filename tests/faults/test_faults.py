@@ -78,6 +78,30 @@ def test_redis_restarts_mid_run(standin, fleet, collection_name, private_redis):
     assert result.duplicate_ids == 0 and result.stale_chunks == 0 and result.paid_twice <= in_flight
 
 
+def test_a_worker_whose_lost_broker_connection_cannot_be_tidied_up_reconnects(standin, fleet, collection_name,
+                                                                             private_redis):
+    """Redis restarted under workers whose clean-up of the lost connection fails, as Celery
+    5.7.0's did (``plugins.UNTIDY_BROKER_LOSS``): each worker must reconnect and go on, never
+    exit (the fleet fails the test on a worker that exits on its own)."""
+    from tests.faults.plugins import UNTIDY_BROKER_LOSS
+
+    standin.configure()
+    workers = fleet(SITUATE_RECOVERY_S="5", **{UNTIDY_BROKER_LOSS: "1"}).start(2)
+    docs = documents(30, tag="untidy")
+    submitted = time.monotonic()
+    submit(collection_name, docs, **LLM)
+    pace = Pace.of_first(collection_name, submitted)
+    private_redis.stop()
+    time.sleep(2)
+    private_redis.start()
+    took = wait_done(collection_name, [d["id"] for d in docs], timeout=pace.deadline(len(docs), extra_s=3 * 5))
+    result = audit(collection_name, expected_of(docs), standin)
+    report("Redis restarted, workers' tidy-up of the lost connection failing", result, done_s_after_restart=round(took, 1))
+    assert all(w.alive() for w in workers.workers)
+    assert any("could not be tidied up" in w.log.read_text(errors="replace") for w in workers.workers)
+    assert result.indexed == len(docs) and result.lost == 0 and not result.failed and result.duplicate_ids == 0
+
+
 def test_every_queue_purged_mid_run(standin, fleet, collection_name):
     """Every Celery queue emptied by hand mid-run (the messages waiting in them lost, as a
     BRPOP whose answer never arrives loses one): the fair gate sends again what no worker

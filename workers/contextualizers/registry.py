@@ -61,7 +61,9 @@ def register(name: str, factory: Callable[[CollectionConfig], Contextualizer], m
 _plugins_loaded = False
 
 
-def _load_plugins() -> None:
+def load_plugins() -> None:
+    """Import ``SITUATE_PLUGINS`` once per process (a worker does at start: a broken plugin stops
+    it there, not on its first document)."""
     global _plugins_loaded
     if not _plugins_loaded:
         _plugins_loaded = True
@@ -70,13 +72,13 @@ def _load_plugins() -> None:
 
 
 def check_name(name: str) -> None:
-    _load_plugins()
+    load_plugins()
     if name not in PROVIDERS:
         raise ValueError(f"unknown contextualizer {name!r}; choose one of {sorted(PROVIDERS)}")
 
 
 def is_model_written(name: str) -> bool:
-    _load_plugins()
+    load_plugins()
     return name in MODEL_WRITTEN
 
 

@@ -20,6 +20,7 @@ from celery import Celery
 from celery.signals import setup_logging, task_postrun, task_prerun, worker_init
 
 from workers import logs
+from workers.contextualizers import registry
 from workers.pipeline import delivery, fair, rebuild, sending
 from workers.pipeline.delivery import Heartbeat
 from workers.settings import get_credentials, get_settings
@@ -38,6 +39,7 @@ def make_app() -> Celery:
         task_soft_time_limit=s.task_time_limit_s - 60,
         worker_send_task_events=True,  # for Flower
         worker_hijack_root_logger=False,
+        worker_consumer="workers.pipeline.consumer:SturdyConsumer",  # outlives a lost broker (consumer.py)
     )
     app.steps["consumer"].add(Heartbeat)
     return app
@@ -95,6 +97,7 @@ def unbind_document(task_id: str | None = None, **_: Any) -> None:
 
 @worker_init.connect
 def preload_provider_sdks(**_: Any) -> None:
+    registry.load_plugins()
     credentials = get_credentials()
     for name, module in PRELOAD.items():
         if getattr(credentials, name):
