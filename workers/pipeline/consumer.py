@@ -4,8 +4,9 @@ When the broker connection breaks, Celery's consumer tidies the dead connection 
 reconnects. Celery 5.7.0's tidying closes the Kombu connection after ``collect()`` has already
 detached its transport; closing the channel then wants that transport to give back the messages
 the worker held, and raises ``AttributeError`` ("'NoneType' object has no attribute 'hostname'").
-Celery treats that as unrecoverable and the worker process exits: seen in the Redis failover
-fault test on a fresh machine, where both workers went and the run stalled.
+Celery treats that as unrecoverable and the worker process exits: one worker in twelve in the
+Redis failover fault test here, and on a fresh machine a failover run that stalled with every
+document still queued, as it does when both of its workers are gone.
 
 Nothing in that clean-up is needed to go on. The messages the worker held are in Kombu's
 ``unacked`` hash in Redis, where the heartbeat sweep gives them back within
