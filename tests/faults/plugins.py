@@ -6,7 +6,7 @@ same way a user adds a contextualizer of their own; a worker imports its plugins
   the wrong CPU did — before any call is made.
 - ``UNTIDY_BROKER_LOSS`` in the environment: closing a broker connection that ``collect()`` has
   detached raises the ``AttributeError`` Celery 5.7.0 met there (``workers.pipeline.consumer``),
-  every time, where on its own it happened to one worker in six in the failover test."""
+  every time, where on its own it happened to one worker in twelve in the failover test."""
 
 from __future__ import annotations
 

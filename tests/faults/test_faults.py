@@ -15,7 +15,7 @@ import pytest
 
 import tests.faults.plugins  # noqa: F401 - registers anthropic-crashy here too, as the workers do
 from ops import harness
-from tests.faults.conftest import Pace, audit, documents, expected_of, report, submit, wait_done
+from tests.faults.conftest import Fleet, Pace, audit, documents, expected_of, report, submit, wait_done
 from tests.support import TEST_MODEL, cookbook_docs, use_services, wait_until
 
 LLM = {"contextualizer": "anthropic", "model": TEST_MODEL, "embedder": "voyage"}
@@ -57,25 +57,34 @@ def test_a_worker_killed_mid_run_costs_seconds_not_an_hour(standin, fleet, colle
     assert after_kill < allowed
 
 
-def test_redis_restarts_mid_run(standin, fleet, collection_name, private_redis):
-    """SHUTDOWN of the broker and state store mid-run (it writes its append-only file), 3 s
-    down, started again on the same data."""
+def _redis_restarted_mid_run(label: str, standin, fleet, collection_name, private_redis, docs: list[dict],
+                             down_s: float, **env: str) -> Fleet:
+    """SHUTDOWN of the broker and state store once the run has its pace (it writes its
+    append-only file), ``down_s`` down, started again on the same data, under two workers with
+    ``SITUATE_RECOVERY_S`` = 20 and ``env``; reported as ``label`` and audited. The fleet."""
     standin.configure()
-    fleet(SITUATE_RECOVERY_S="20").start(2)
-    docs = documents(60, tag="redis")
+    workers = fleet(SITUATE_RECOVERY_S="20", **env).start(2)
     submitted = time.monotonic()
     submit(collection_name, docs, **LLM)
     pace = Pace.of_first(collection_name, submitted)
     fault = time.time()
     private_redis.stop()
-    time.sleep(3)
+    time.sleep(down_s)
     private_redis.start()
     in_flight = standin.in_flight_during(fault, time.time())
-    took = wait_done(collection_name, [d["id"] for d in docs], timeout=pace.deadline(len(docs), extra_s=20 + 3))
+    # What no worker gave back at the loss comes back through the sweep: SITUATE_RECOVERY_S.
+    took = wait_done(collection_name, [d["id"] for d in docs], timeout=pace.deadline(len(docs), extra_s=20 + down_s))
     result = audit(collection_name, expected_of(docs), standin)
-    report("Redis restarted (AOF) mid-run", result, in_flight=in_flight, done_s_after_restart=round(took, 1))
+    report(label, result, in_flight=in_flight, done_s_after_restart=round(took, 1))
     assert result.indexed == len(docs) and result.lost == 0 and not result.failed
     assert result.duplicate_ids == 0 and result.stale_chunks == 0 and result.paid_twice <= in_flight
+    return workers
+
+
+def test_redis_restarts_mid_run(standin, fleet, collection_name, private_redis):
+    """Redis restarted mid-run, 3 s down."""
+    _redis_restarted_mid_run("Redis restarted (AOF) mid-run", standin, fleet, collection_name, private_redis,
+                             documents(60, tag="redis"), down_s=3)
 
 
 def test_a_worker_whose_lost_broker_connection_cannot_be_tidied_up_reconnects(standin, fleet, collection_name,
@@ -85,26 +94,11 @@ def test_a_worker_whose_lost_broker_connection_cannot_be_tidied_up_reconnects(st
     exit (the fleet fails the test on a worker that exits on its own)."""
     from tests.faults.plugins import UNTIDY_BROKER_LOSS
 
-    standin.configure()
-    workers = fleet(SITUATE_RECOVERY_S="20", **{UNTIDY_BROKER_LOSS: "1"}).start(2)
-    docs = documents(30, tag="untidy")
-    submitted = time.monotonic()
-    submit(collection_name, docs, **LLM)
-    pace = Pace.of_first(collection_name, submitted)
-    fault = time.time()
-    private_redis.stop()
-    time.sleep(2)
-    private_redis.start()
-    in_flight = standin.in_flight_during(fault, time.time())
-    # What the failed tidy-up did not give back comes back through the sweep: SITUATE_RECOVERY_S.
-    took = wait_done(collection_name, [d["id"] for d in docs], timeout=pace.deadline(len(docs), extra_s=20 + 2))
-    result = audit(collection_name, expected_of(docs), standin)
-    report("Redis restarted, workers' tidy-up of the lost connection failing", result, in_flight=in_flight,
-           done_s_after_restart=round(took, 1))
+    workers = _redis_restarted_mid_run("Redis restarted, workers' tidy-up of the lost connection failing", standin,
+                                       fleet, collection_name, private_redis, documents(30, tag="untidy"), down_s=2,
+                                       **{UNTIDY_BROKER_LOSS: "1"})
     assert all(w.alive() for w in workers.workers)
     assert any("could not be tidied up" in w.log.read_text(errors="replace") for w in workers.workers)
-    assert result.indexed == len(docs) and result.lost == 0 and not result.failed
-    assert result.duplicate_ids == 0 and result.stale_chunks == 0 and result.paid_twice <= in_flight
 
 
 def test_every_queue_purged_mid_run(standin, fleet, collection_name):
