@@ -50,7 +50,7 @@ def main() -> None:
     p.add_argument("--contextualizer", default="structural")
     p.add_argument("--concurrency", type=int, default=2)
     p.add_argument("--embedders", default="", help="comma-separated, each its own run (default: a new collection's); "
-                   "NAME:N embeds N texts per encoder call (0.3 and before: 32)")
+                   "NAME:N embeds N texts per encoder call (0.2: 32)")
     p.set_defaults(fn=bench_retrieval.bench_pipeline)
     s = sub.add_parser("search")
     s.add_argument("--collection", default="cookbook")

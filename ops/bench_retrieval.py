@@ -25,7 +25,7 @@ def bench_pipeline(args) -> None:
     come from the same run."""
     rates = {}
     for spec in args.embedders.split(","):
-        embedder, _, batch = spec.partition(":")  # "local:32": texts per encoder call, as before 0.4
+        embedder, _, batch = spec.partition(":")  # "local:32": texts per encoder call, as 0.2 did
         rates[spec] = _pipeline_once(args, embedder or None, int(batch) if batch else None)
     if len(rates) > 1:
         first, *rest = rates
