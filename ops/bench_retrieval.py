@@ -46,6 +46,7 @@ def _pipeline_once(args, embedder_name: str | None, batch: int | None = None) ->
     name = f"bench-{uuid.uuid4().hex[:6]}"
     config = lifecycle.ensure(name, contextualizer=args.contextualizer, embedder=embedder_name)
     env = {"SITUATE_EMBED_BATCH_SIZE": str(batch)} if batch else {}
+    before = {key: os.environ.get(key) for key in env}  # the caller's own, put back after this run
     os.environ.update(env)  # the reference below, in this process, embeds as the workers do
     get_settings.cache_clear()
     embedders.get.cache_clear()
@@ -74,8 +75,11 @@ def _pipeline_once(args, embedder_name: str | None, batch: int | None = None) ->
     embedder.embed_documents(texts)
     embed_s = time.perf_counter() - t0
     lifecycle.delete(name)
-    for key in env:
-        del os.environ[key]
+    for key, value in before.items():
+        if value is None:
+            del os.environ[key]
+        else:
+            os.environ[key] = value
 
     pipeline_rate, embed_rate = chunks / elapsed, len(texts) / embed_s
     print(json.dumps({"bench": "pipeline", "embedder": config.embedder, "batch": getattr(embedder, "batch_size", None),
