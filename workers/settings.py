@@ -141,9 +141,9 @@ class Settings(BaseSettings):
     embed_threads: int = 0
     # Models of the operator's own, or corrections to ours, as JSON (workers/models.py).
     models: str = ""
-    # The local embedder reads 256 tokens of a text: its head only ("truncate"), or all of it in
-    # overlapping windows ("windows": ~20% slower ingest for a mixed, small gain; see README).
-    embed_long_text: Literal["truncate", "windows"] = "truncate"
+    # A new collection's ``embed_tail``: how much of a chunk past a local embedder's 256 tokens
+    # counts in its vector (0: cut there; 1: as much as the head; see workers/embedding/local.py).
+    embed_tail: float = Field(0.25, ge=0, le=1)
 
     # LLM contextualizers (see workers/contextualizers/claude/). Concurrency is per worker process.
     llm_concurrency: int = 16

@@ -19,6 +19,8 @@ def reindex(
     contextualizer: str | None = typer.Option(None, help="keywords | structural | none | anthropic | bedrock | llama"),
     embedder: str | None = typer.Option(None, help="local | local-multilingual | voyage | voyage-context | bedrock"),
     embed_model: str | None = typer.Option(None, help="The embedder's model (API embedders)."),
+    embed_tail: float | None = typer.Option(None, help="How much of a chunk past a local embedder's 256 tokens "
+                                            "counts in its vector: 0 (cut) to 1 (as much as the head)."),
     chunk_tokens: int | None = typer.Option(None, help="Chunk size in tokens."),
     chunk_overlap: int | None = typer.Option(None, help="Overlap in tokens."),
     language: str | None = typer.Option(None, help="english | french | german."),
@@ -41,7 +43,8 @@ def reindex(
 
     existing(collection)
     changes = dict(model=model, contextualizer=contextualizer, embedder=embedder, embed_model=embed_model,
-                   chunk_tokens=chunk_tokens, chunk_overlap=chunk_overlap, language=language, vectors=vectors)
+                   embed_tail=embed_tail, chunk_tokens=chunk_tokens, chunk_overlap=chunk_overlap, language=language,
+                   vectors=vectors)
     try:
         if rollback or finish or show:
             if sum((rollback, finish, show)) > 1 or any(v is not None for v in changes.values()):

@@ -50,6 +50,31 @@ def test_a_chunks_vector_does_not_depend_on_the_chunks_embedded_beside_it(name):
     assert np.array_equal(alone, among)
 
 
+def test_a_long_chunks_tail_counts_at_its_collections_weight():
+    """``embed_tail``: 0 cuts a chunk at the model's 256 tokens (what collections made before it
+    keep: their vectors do not move), a weight above 0 lets the rows past it count, less than the
+    head that carries the header; a chunk that fits is the same vector at any weight."""
+    from workers.embedding import local, registry
+    from workers.storage.catalog import CollectionConfig
+
+    head = "Acme Corp · Form 10-K · FY2023\nConsolidated Balance Sheets\n" + "Total current assets 4,211 3,907 " * 30
+    tail = " Goodwill 1,383 1,384 Operating lease assets 2,746 2,654" * 6
+    short = "Purchases of property, plant and equipment were $1.6 billion in fiscal 2023."
+    old = CollectionConfig.model_validate({"name": "old", "embedder": "local-e5"})  # stored before the field
+    assert old.embed_tail == 0.0
+    cut = registry.for_documents(old.embedder, old.embed_model, old.embed_tail)
+    weighed = registry.for_documents("local-e5", "", 0.25)
+    even = registry.for_documents("local-e5", "", 1.0)
+    assert isinstance(weighed, local.LocalEncoder) and weighed.session is cut.session  # one model in memory
+
+    head_alone, with_tail = cut.embed_documents([head, head + tail])
+    assert np.array_equal(head_alone, with_tail)  # cut: what lies past 256 tokens is not read
+    weighed_vector, even_vector = weighed.embed_documents([head + tail])[0], even.embed_documents([head + tail])[0]
+    moved = [1 - float(head_alone @ v) for v in (weighed_vector, even_vector)]
+    assert 0 < moved[0] < moved[1]  # the tail counts, less than when it weighs as the head does
+    assert np.allclose(cut.embed_documents([short])[0], weighed.embed_documents([short])[0], atol=1e-6)
+
+
 def test_a_missing_model_says_how_to_get_it(tmp_path, monkeypatch):
     from tests.support import reread_environment
     from workers.embedding import packaged

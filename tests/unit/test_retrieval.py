@@ -139,3 +139,13 @@ def test_eval_reports_each_group_of_queries_apart(tmp_path):
     assert group_rows([result]) == [{"group": "Academic paper", "queries": 1, "hybrid": 100.0},
                                     {"group": "Guidebook", "queries": 2, "hybrid": 50.0}]
     assert result.summary()["groups"]["Guidebook"]["page@10"] == 50.0
+
+
+def test_the_knn_query_keeps_more_of_the_graph_in_view_than_it_returns():
+    """At ef_search = k (OpenSearch's default) HNSW missed every one of the 20 nearest chunks for
+    a FinanceBench question; the query asks for ``EF_SEARCH`` (and never less than k)."""
+    from producers.retrieval.search import EF_SEARCH, knn_body
+
+    assert knn_body([0.1] * 4, [], 150)["query"]["knn"]["vector"]["method_parameters"] == {"ef_search": EF_SEARCH}
+    assert EF_SEARCH > 150
+    assert knn_body([0.1] * 4, [], 2000)["query"]["knn"]["vector"]["method_parameters"]["ef_search"] == 2000

@@ -49,14 +49,23 @@ def get(name: str, model: str = "") -> Embedder:
         from workers.embedding import local
 
         if name == "local-e5":
-            return local.e5(batch_size=batch, long_text=get_settings().embed_long_text)
+            return local.e5(batch_size=batch)
         if name == "local-bge":
-            return local.bge(batch_size=batch, long_text=get_settings().embed_long_text)
+            return local.bge(batch_size=batch)
         if name == "local":
-            return local.minilm(batch_size=batch, long_text=get_settings().embed_long_text)
+            return local.minilm(batch_size=batch)
         return local.LocalMultilingual(batch_size=batch)
     from workers.embedding import remote
 
     factories: dict[str, Callable[[str], Embedder]] = {"voyage": remote.Voyage, "voyage-context": remote.VoyageContext,
                                                        "bedrock": remote.Bedrock}
     return factories[name](model)
+
+
+def for_documents(name: str, model: str = "", tail: float = 0.0) -> Embedder:
+    """The embedder a collection's chunks go through: ``get``'s, weighing a long chunk's tail as
+    the collection was made to (its ``embed_tail``; local encoders, the others read what they read)."""
+    embedder = get(name, model)
+    from workers.embedding.local import LocalEncoder
+
+    return embedder.reading_tail(tail) if isinstance(embedder, LocalEncoder) else embedder

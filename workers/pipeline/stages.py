@@ -373,7 +373,7 @@ def index(s: Stores, collection: str, doc_id: str, version: str) -> CollectionCo
     # meant for the vector (an extracted document's header).
     embedded = [contextualized_text(r["context"] if config.embed_context else contexts[r["n"]].get("embed", ""), r["text"])
                 for r in rows]
-    vectors = embedders.get(config.embedder, config.embed_model).embed_documents(embedded)
+    vectors = embedders.for_documents(config.embedder, config.embed_model, config.embed_tail).embed_documents(embedded)
     for row, vector in zip(rows, vectors):
         row["vector"] = vector
     if not s.catalog.is_current(config):  # dropped (and perhaps made again) while we embedded

@@ -52,6 +52,9 @@ class CollectionConfig(BaseModel):
     model: str = ""
     embedder: str = "local"  # at creation, chosen by language unless named (see lifecycle)
     embed_model: str = ""  # the embedder's model (API embedders); "" = its default
+    # How much of a chunk past a local embedder's 256 tokens counts in its vector, against the
+    # head's 1 (``LocalEncoder``); 0, cut there, for the collections stored before the field existed.
+    embed_tail: float = Field(0.0, ge=0, le=1)
     language: str = "english"
     chunk_tokens: int = Field(300, ge=16, le=8192)
     chunk_overlap: int = Field(0, ge=0)
@@ -121,7 +124,7 @@ class CollectionConfig(BaseModel):
         return f"situate-{self.base_name}"
 
 
-SHAPING_FIELDS = ("contextualizer", "model", "embedder", "embed_model", "language", "chunk_tokens", "chunk_overlap",
+SHAPING_FIELDS = ("contextualizer", "model", "embedder", "embed_model", "embed_tail", "language", "chunk_tokens", "chunk_overlap",
                   "prompt", "embed_context", "index_shards", "index_replicas", "vectors")
 # Fixed at creation too, so that every search of a collection agrees by default, but a query
 # may override them (they shape no stored data).
