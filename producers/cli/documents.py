@@ -67,6 +67,8 @@ def ingest(
     embedder: str | None = typer.Option(
         None, help="At creation: local | local-multilingual | voyage | voyage-context | bedrock."),
     embed_model: str | None = typer.Option(None, help="At creation: the embedder's model (API embedders)."),
+    embed_tail: float | None = typer.Option(None, help="At creation: the weight of a chunk's tokens past a local "
+                                            "embedder's 256, against the head's 1 (0: cut there)."),
     language: str | None = typer.Option(None, help="At creation: english | french | german."),
     chunk_tokens: int | None = typer.Option(None, help="At creation: chunk size in tokens."),
     chunk_overlap: int | None = typer.Option(None, help="At creation: overlap in tokens."),
@@ -118,7 +120,7 @@ def ingest(
                 yield raw
 
     requested = dict(contextualizer=contextualizer, model=model, embedder=embedder,
-                     embed_model=embed_model, language=language, chunk_tokens=chunk_tokens,
+                     embed_model=embed_model, embed_tail=embed_tail, language=language, chunk_tokens=chunk_tokens,
                      chunk_overlap=chunk_overlap, embed_context=embed_context,
                      context_weight=context_weight, fusion=fusion, dense_weight=dense_weight, rrf_k=rrf_k,
                      index_shards=index_shards, index_replicas=index_replicas, vectors=vectors)
