@@ -141,8 +141,9 @@ class Settings(BaseSettings):
     embed_threads: int = 0
     # Models of the operator's own, or corrections to ours, as JSON (workers/models.py).
     models: str = ""
-    # A new collection's ``embed_tail``: how much of a chunk past a local embedder's 256 tokens
-    # counts in its vector (0: cut there; 1: as much as the head; see workers/embedding/local.py).
+    # A new collection's ``embed_tail``: how much of a paged document's chunk past a local
+    # embedder's 256 tokens counts in its vector (0: cut there; 1: as much as the head; see
+    # workers/embedding/local.py and pipeline/stages.tail_weight: a text's chunks are cut).
     embed_tail: float = Field(0.25, ge=0, le=1)
 
     # LLM contextualizers (see workers/contextualizers/claude/). Concurrency is per worker process.

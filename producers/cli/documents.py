@@ -67,8 +67,8 @@ def ingest(
     embedder: str | None = typer.Option(
         None, help="At creation: local | local-multilingual | voyage | voyage-context | bedrock."),
     embed_model: str | None = typer.Option(None, help="At creation: the embedder's model (API embedders)."),
-    embed_tail: float | None = typer.Option(None, help="At creation: the weight of a chunk's tokens past a local "
-                                            "embedder's 256, against the head's 1 (0: cut there)."),
+    embed_tail: float | None = typer.Option(None, help="At creation: the weight of a paged document's chunk's "
+                                            "tokens past a local embedder's 256, against the head's 1 (0: cut there)."),
     language: str | None = typer.Option(None, help="At creation: english | french | german."),
     chunk_tokens: int | None = typer.Option(None, help="At creation: chunk size in tokens."),
     chunk_overlap: int | None = typer.Option(None, help="At creation: overlap in tokens."),

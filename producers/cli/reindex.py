@@ -19,8 +19,8 @@ def reindex(
     contextualizer: str | None = typer.Option(None, help="keywords | structural | none | anthropic | bedrock | llama"),
     embedder: str | None = typer.Option(None, help="local | local-multilingual | voyage | voyage-context | bedrock"),
     embed_model: str | None = typer.Option(None, help="The embedder's model (API embedders)."),
-    embed_tail: float | None = typer.Option(None, help="How much of a chunk past a local embedder's 256 tokens "
-                                            "counts in its vector: 0 (cut) to 1 (as much as the head)."),
+    embed_tail: float | None = typer.Option(None, help="How much of a paged document's chunk past a local embedder's "
+                                            "256 tokens counts in its vector: 0 (cut) to 1 (as much as the head)."),
     chunk_tokens: int | None = typer.Option(None, help="Chunk size in tokens."),
     chunk_overlap: int | None = typer.Option(None, help="Overlap in tokens."),
     language: str | None = typer.Option(None, help="english | french | german."),

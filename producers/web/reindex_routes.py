@@ -25,8 +25,8 @@ class ShapingIn(BaseModel):
     model: str | None = Field(None, max_length=256)
     embedder: str | None = Field(None, max_length=64)
     embed_model: str | None = Field(None, max_length=128)
-    embed_tail: float | None = Field(None, ge=0, le=1, description="How much of a chunk past a local embedder's "
-                                     "256 tokens counts in its vector: 0 (cut) to 1 (as much as the head).")
+    embed_tail: float | None = Field(None, ge=0, le=1, description="How much of a paged document's chunk past a "
+                                     "local embedder's 256 tokens counts in its vector: 0 (cut) to 1 (as much as the head).")
     language: str | None = Field(None, max_length=32)
     chunk_tokens: int | None = Field(None, ge=16, le=8192)
     chunk_overlap: int | None = Field(None, ge=0, le=4096)

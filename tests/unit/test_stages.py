@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import numpy as np
 import pytest
 
 from tests.memory import Memory
@@ -204,3 +205,24 @@ def test_the_reconciler_sends_a_stalled_document_on_from_its_state(state, batch,
     if expected[0] == "gone":
         assert not asked, "the queues were read for a document not in flight"
     assert reconcile.decide("queued", "v2", None, lambda: True) == ("waiting", "")
+
+
+def test_a_texts_long_chunks_are_cut_where_a_paged_documents_read_their_tail(memory):
+    """``embed_tail`` weighs the tokens past the embedder's 256 in a paged document's chunks (a
+    table's last rows under the page's header); a text's chunks are cut there, whatever the
+    collection's weight (stages.tail_weight: the FAQs lost with the tail, the PDFs gained)."""
+    from workers.embedding import registry as embedders
+
+    config = CONFIG.model_copy(update={"embed_tail": 1.0, "chunk_tokens": 600})
+    version = content_version(TEXT)
+    memory.submit(config, "otters.md", TEXT, version)
+    _all_stages(memory, version)
+    rows = memory.index.chunks("otters", "otters.md")
+    long_row = max(rows, key=lambda r: len(r["text"]))
+    cut, whole = (embedders.for_documents(config.embedder, "", w).embed_documents([long_row["text"]])[0] for w in (0.0, 1.0))
+    assert not np.allclose(cut, whole, atol=1e-4), "the chunk fits the window: the test shows nothing"
+    assert np.allclose(long_row["vector"], cut, atol=1e-5)
+
+    paged = [Chunk(0, "a page", 0, 6, pages=(3, 3)), Chunk(1, "its next chunk", 7, 21, pages=(3, 4))]
+    assert stages.tail_weight(config, paged) == 1.0
+    assert stages.tail_weight(config, [Chunk(0, "a text", 0, 6)]) == 0.0

@@ -51,9 +51,10 @@ class LocalEncoder:
 
     A text past the model's 256 tokens (most chunks of a PDF once its header is on them) is read
     in overlapping windows; the first counts by its length, the rest by their length times
-    ``tail_weight`` (a collection's ``embed_tail``): 0 cuts the text at 256 tokens, 1 is the
-    plain length-weighted mean. The head carries the header (document, section, page title), so
-    it leads; the tail adds the rows a table chunk ends with. Measured with e5 on the PDF sets,
+    ``tail_weight`` (a collection's ``embed_tail`` for a paged document's chunks, 0 for a text's:
+    ``stages.tail_weight``): 0 cuts the text at 256 tokens, 1 is the plain length-weighted mean.
+    The head carries the header (document, section, page title), so it leads; the tail adds the
+    rows a table chunk ends with. Measured with e5 on the PDF sets,
     page@10 of hybrid search with exact nearest neighbours, cut / 0.25 / 1: FinanceBench 64.1 /
     67.2 / 68.8, MMLongBench 71.9 / 71.9 / 71.1 — at 1, manuals and administrative files lost
     the header's pull (Administration 66.7 -> 46.7); at 0.25 no document type is below plain.

@@ -52,8 +52,9 @@ class CollectionConfig(BaseModel):
     model: str = ""
     embedder: str = "local"  # at creation, chosen by language unless named (see lifecycle)
     embed_model: str = ""  # the embedder's model (API embedders); "" = its default
-    # How much of a chunk past a local embedder's 256 tokens counts in its vector, against the
-    # head's 1 (``LocalEncoder``); 0, cut there, for the collections stored before the field existed.
+    # How much of a paged document's chunk past a local embedder's 256 tokens counts in its vector,
+    # against the head's 1 (``LocalEncoder``, ``stages.tail_weight``); 0, cut there, for the
+    # collections stored before the field existed.
     embed_tail: float = Field(0.0, ge=0, le=1)
     language: str = "english"
     chunk_tokens: int = Field(300, ge=16, le=8192)
