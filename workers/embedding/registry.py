@@ -63,8 +63,9 @@ def get(name: str, model: str = "") -> Embedder:
 
 
 def for_documents(name: str, model: str = "", tail: float = 0.0) -> Embedder:
-    """The embedder a collection's chunks go through: ``get``'s, weighing a long chunk's tail as
-    the collection was made to (its ``embed_tail``; local encoders, the others read what they read)."""
+    """The embedder a collection's chunks go through: ``get``'s, weighing a long chunk's tail at
+    ``tail`` (``stages.tail_weight``: the collection's ``embed_tail`` for a paged document, 0 for a
+    text; local encoders, the others read what they read)."""
     embedder = get(name, model)
     from workers.embedding.local import LocalEncoder
 
