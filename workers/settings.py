@@ -145,6 +145,9 @@ class Settings(BaseSettings):
     # embedder's 256 tokens counts in its vector (0: cut there; 1: as much as the head; see
     # workers/embedding/local.py and pipeline/stages.tail_weight: a text's chunks are cut).
     embed_tail: float = Field(0.25, ge=0, le=1)
+    # A new collection's ``embed_header``: what of an extracted document's offline header goes
+    # into its chunks' vectors (workers/contextualizers/header.py): "cover", "all", "none".
+    embed_header: Literal["cover", "all", "none"] = "cover"
 
     # LLM contextualizers (see workers/contextualizers/claude/). Concurrency is per worker process.
     llm_concurrency: int = 16

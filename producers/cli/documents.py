@@ -69,6 +69,8 @@ def ingest(
     embed_model: str | None = typer.Option(None, help="At creation: the embedder's model (API embedders)."),
     embed_tail: float | None = typer.Option(None, help="At creation: the weight of a paged document's chunk's "
                                             "tokens past a local embedder's 256, against the head's 1 (0: cut there)."),
+    embed_header: str | None = typer.Option(None, help="At creation: what of an extracted document's offline "
+                                            "header its vectors read: cover (the default) | all | none."),
     language: str | None = typer.Option(None, help="At creation: english | french | german."),
     chunk_tokens: int | None = typer.Option(None, help="At creation: chunk size in tokens."),
     chunk_overlap: int | None = typer.Option(None, help="At creation: overlap in tokens."),
@@ -120,8 +122,8 @@ def ingest(
                 yield raw
 
     requested = dict(contextualizer=contextualizer, model=model, embedder=embedder,
-                     embed_model=embed_model, embed_tail=embed_tail, language=language, chunk_tokens=chunk_tokens,
-                     chunk_overlap=chunk_overlap, embed_context=embed_context,
+                     embed_model=embed_model, embed_tail=embed_tail, embed_header=embed_header, language=language,
+                     chunk_tokens=chunk_tokens, chunk_overlap=chunk_overlap, embed_context=embed_context,
                      context_weight=context_weight, fusion=fusion, dense_weight=dense_weight, rrf_k=rrf_k,
                      index_shards=index_shards, index_replicas=index_replicas, vectors=vectors)
     if estimate:

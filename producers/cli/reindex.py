@@ -21,6 +21,8 @@ def reindex(
     embed_model: str | None = typer.Option(None, help="The embedder's model (API embedders)."),
     embed_tail: float | None = typer.Option(None, help="How much of a paged document's chunk past a local embedder's "
                                             "256 tokens counts in its vector: 0 (cut) to 1 (as much as the head)."),
+    embed_header: str | None = typer.Option(None, help="What of an extracted document's offline header its "
+                                            "vectors read: cover | all | none."),
     chunk_tokens: int | None = typer.Option(None, help="Chunk size in tokens."),
     chunk_overlap: int | None = typer.Option(None, help="Overlap in tokens."),
     language: str | None = typer.Option(None, help="english | french | german."),
@@ -43,7 +45,8 @@ def reindex(
 
     existing(collection)
     changes = dict(model=model, contextualizer=contextualizer, embedder=embedder, embed_model=embed_model,
-                   embed_tail=embed_tail, chunk_tokens=chunk_tokens, chunk_overlap=chunk_overlap, language=language,
+                   embed_tail=embed_tail, embed_header=embed_header, chunk_tokens=chunk_tokens,
+                   chunk_overlap=chunk_overlap, language=language,
                    vectors=vectors)
     try:
         if rollback or finish or show:

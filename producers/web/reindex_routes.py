@@ -27,6 +27,9 @@ class ShapingIn(BaseModel):
     embed_model: str | None = Field(None, max_length=128)
     embed_tail: float | None = Field(None, ge=0, le=1, description="How much of a paged document's chunk past a "
                                      "local embedder's 256 tokens counts in its vector: 0 (cut) to 1 (as much as the head).")
+    embed_header: str | None = Field(None, pattern="^(cover|all|none)$", description="What of an extracted "
+                                     "document's offline header its chunks' vectors read: cover (its place, and the "
+                                     "document line of a filing's or a release's cover), all, none.")
     language: str | None = Field(None, max_length=32)
     chunk_tokens: int | None = Field(None, ge=16, le=8192)
     chunk_overlap: int | None = Field(None, ge=0, le=4096)

@@ -11,6 +11,11 @@ from tests.unit.test_extraction import COVER, extract
 
 def contexts(data: bytes, name: str, chunk_tokens: int = 60) -> list[tuple[object, str]]:
     """(chunk, its keywords context) for a file, as the chunk and contextualize stages make them."""
+    return [(c, ctx.text) for c, ctx in situated(data, name, chunk_tokens)]
+
+
+def situated(data: bytes, name: str, chunk_tokens: int = 60, embed_header: str = "cover") -> list[tuple[object, object]]:
+    """(chunk, its keywords ``Context``) for a file, in a collection with this ``embed_header``."""
     from workers.chunks import recipe
     from workers.contextualizers import registry
     from workers.contextualizers.base import SourceDocument
@@ -19,11 +24,55 @@ def contexts(data: bytes, name: str, chunk_tokens: int = 60) -> list[tuple[objec
     doc = extract(data, name)
     found = doc.to_json()
     text = found.pop("text")
-    config = CollectionConfig(name="t", contextualizer="keywords", chunk_tokens=chunk_tokens)
+    config = CollectionConfig(name=f"t-{embed_header}", contextualizer="keywords", chunk_tokens=chunk_tokens,
+                              embed_header=embed_header)
     payload = {"text": text, "metadata": {"path": name}, "extracted": found}
     chunks, language, _ = recipe.chunks_of(config, payload)
     source_doc = SourceDocument("t", name, "v", text, language, {"path": name}, chunks, structure=found)
-    return [(c, ctx.text) for c, ctx in registry.for_collection(config).contextualize(source_doc, chunks)]
+    return list(registry.for_collection(config).contextualize(source_doc, chunks))
+
+
+MANUAL = [["Kelp Farming Field Guide", "Coastal Growers Cooperative", "How to seed, tend and harvest sugar kelp."],
+          ["2 Seeding", "Seed lines are wound on spools in the hatchery in autumn."],
+          ["3 Harvest", "Blades are cut in spring, before fouling organisms settle on them."]]
+
+
+def test_a_vector_reads_the_document_line_of_a_cover_only():
+    """What of the header a chunk's vector reads (``Header.for_vector``). A filing's issuer, form
+    and period tell its chunks from the same page of another filing of that form; a manual's
+    title, guessed from its first page and repeated on every chunk, pulls its pages together: it
+    stays in the BM25 context only. Every chunk keeps its place (section, page title) in the vector.
+    Before the rule, every vector read the manual's title."""
+    manual = [(c, ctx) for c, ctx in situated(make.pdf(MANUAL), "kelp-guide.pdf") if c.pages[0] > 1]  # past the title page
+    assert len(manual) >= 2
+    for _chunk, context in manual:
+        assert "Kelp Farming Field Guide" in context.text.splitlines()[0]  # BM25 still has it
+        assert "Kelp Farming Field Guide" not in context.embed and "kelp guide" not in context.embed, context.embed
+        assert context.embed in ("2 Seeding", "3 Harvest"), context.embed  # its place: the page's own title
+    filing = situated(make.pdf([COVER, ["PART II", "Item 8. Financial Statements", "Revenue grew in every region."]]),
+                      "otterworks-2024-10k.pdf")
+    for _chunk, context in filing:
+        assert context.embed.startswith("OTTERWORKS, INC · Form 10-K · fiscal year ended December 31, 2024"), context.embed
+
+
+def test_collections_keep_the_vector_header_they_were_made_with():
+    """A collection stored before ``embed_header`` existed reads as ``all`` (its vectors read the
+    document line of every document, as they were made); ``none`` reads the chunk alone."""
+    from workers.storage.catalog import CollectionConfig
+
+    assert CollectionConfig.model_validate_json('{"name": "old"}').embed_header == "all"
+    everything = situated(make.pdf(MANUAL), "kelp-guide.pdf", embed_header="all")
+    assert all(context.embed.startswith("Kelp Farming Field Guide") for _, context in everything)
+    assert all(context.embed == "" for _, context in situated(make.pdf(MANUAL), "kelp-guide.pdf", embed_header="none"))
+
+
+def test_a_results_release_names_its_issuer_without_a_ticker():
+    from workers.extraction import cover
+
+    release = "Amcor reports fiscal 2023 results and provides outlook for fiscal 2024\nJune 2023 quarter:\n"
+    assert cover.of(release, {}, "AMCOR_2023Q4_EARNINGS.pdf")["organisation"] == "Amcor"
+    assert "organisation" not in cover.of("The committee reports that results were mixed.\n", {}, "minutes.pdf")
+    assert "organisation" not in cover.of("our survey reports results by region\n", {}, "survey.pdf")
 
 
 def test_a_paper_that_quotes_a_filing_is_not_the_filing():

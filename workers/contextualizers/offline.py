@@ -8,7 +8,8 @@
 
 An extracted document (PDF, Office, HTML) has more to give than a title: whose it is, what and
 when, and the chunk's section (``header``). Both contextualizers then begin with that header,
-and it is embedded with the chunk (``Context.embed``).
+and the part of it the collection's ``embed_header`` names is embedded with the chunk
+(``Context.embed``, ``Header.for_vector``).
 """
 
 from __future__ import annotations
@@ -32,12 +33,14 @@ class NoContext:
 class StructuralContext:
     name = "structural"
 
+    def __init__(self, embed_header: str = "cover"):
+        self.embed_header = embed_header  # the collection's: what of the header its vectors read
+
     def contextualize(self, doc: SourceDocument, chunks: list[Chunk]) -> Iterator[tuple[Chunk, Context]]:
         if doc.structure:
             lines = header.Header(doc)
             for chunk in chunks:
-                line = lines.of(chunk)
-                yield chunk, Context(line, embed=line)
+                yield chunk, Context(lines.of(chunk), embed=lines.for_vector(chunk, self.embed_header))
             return
         title = sections.title_of(doc.text, doc.metadata)
         for chunk, path in zip(chunks, sections.paths(doc.text, doc.language, chunks)):
@@ -56,6 +59,9 @@ class KeywordContext:
 
     name = "keywords"
 
+    def __init__(self, embed_header: str = "cover"):
+        self.embed_header = embed_header
+
     def contextualize(self, doc: SourceDocument, chunks: list[Chunk]) -> Iterator[tuple[Chunk, Context]]:
         every = doc.chunks or chunks
         if doc.structure:  # a long extracted document's outline is its contents page: in the header already
@@ -67,6 +73,6 @@ class KeywordContext:
         else:  # one section, the whole document
             whole, by_section = keywords.key_terms(doc.text, every), {}
             names = " ".join(keywords.outline(doc.text, doc.language))
-        for chunk, context in StructuralContext().contextualize(doc, chunks):
+        for chunk, context in StructuralContext(self.embed_header).contextualize(doc, chunks):
             about = " ".join(whole + by_section.get(chunk.section or "", []))
             yield chunk, Context("\n".join(p for p in (context.text, about, names) if p), embed=context.embed)

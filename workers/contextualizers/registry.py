@@ -38,8 +38,8 @@ def _llama(config: CollectionConfig) -> Contextualizer:
 
 PROVIDERS: dict[str, Callable[[CollectionConfig], Contextualizer]] = {
     "none": lambda config: NoContext(),
-    "structural": lambda config: StructuralContext(),
-    "keywords": lambda config: KeywordContext(),
+    "structural": lambda config: StructuralContext(config.embed_header),
+    "keywords": lambda config: KeywordContext(config.embed_header),
     "anthropic": _anthropic,
     "bedrock": _bedrock,
     "llama": _llama,

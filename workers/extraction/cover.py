@@ -10,7 +10,8 @@ Only what is a cover is read as one:
   charter)") and the period ("For the fiscal year ended December 31, 2019") read;
 - **a press release** by its own signs at the top ("FOR IMMEDIATE RELEASE", "reports",
   "BUSINESS WIRE"…): the issuer is the name before its ticker (``Johnson & Johnson (NYSE: JNJ)``),
-  the date its dateline's;
+  the date its dateline's; a results release without a ticker by its headline, the issuer
+  first (``Amcor reports fiscal 2023 results``);
 - **any other document** — a paper, a manual, a report, a brochure — by its title page: the file's
   title property when it is one (not "Untitled", "Microsoft Word - draft.docx" or an accession
   number), else the first lines of its first page that read as a title; and a date on that page.
@@ -38,6 +39,11 @@ _RELEASE = re.compile(r"FOR IMMEDIATE RELEASE|PRESS RELEASE|NEWS RELEASE|BUSINES
                       r"Exhibit 99\.1")
 # A release's headline: "<Issuer> Reports …", "<ISSUER> ANNOUNCES …" (the issuer checked against its ticker's name).
 _HEADLINE = re.compile(r"^(\S+)[^\n]{0,80}?\s(?:Reports|REPORTS|Announces|ANNOUNCES)\s", re.M)
+# A results release's headline, the issuer first, with or without a ticker, a period before
+# "results": "Amcor reports fiscal 2023 results …", "ACME Corp. Announces Third Quarter 2022 Results".
+_RESULTS_HEADLINE = re.compile(r"^([A-Z][\w&.,'’ -]{0,60}?)\s+(?:reports|announces)\s+(?:[\w,-]+\s+){0,6}?"
+                               r"(?:fiscal|quarter|year|annual|full[- ]year|first|second|third|fourth|Q[1-4]|\d{4})"
+                               r"(?:\s+[\w,-]+){0,4}?\s+results\b", re.I)
 _TICKER = re.compile(r"([A-Z][\w&.,'’ -]{1,60}?)\s*\((?:NYSE|NASDAQ|Nasdaq|NYSE American|LSE|TSX|ASX)\s*:\s*[A-Z.]{1,6}\)")
 _NAME_CUT = re.compile(rf"^.*(?:\s[-–—]\s|{DATE}\W*)")  # a dateline before the name: "YORK, March 3, 2023 - "
 _DATELINE = re.compile(rf"\(\s*({DATE})\s*\)")
@@ -65,6 +71,8 @@ def of(first_pages: str, properties: dict[str, str], name: str = "") -> dict[str
         organisation = _NAME_CUT.sub("", ticker.group(1)).strip(" ,.–-")
         if organisation and _is_release(first, organisation):
             out["organisation"] = organisation
+    elif (headline := _RESULTS_HEADLINE.match(first.lstrip())) and headline.group(1)[:1].isupper():
+        out["organisation"] = headline.group(1).strip(" ,.–-")
     if "date" not in out and (dated := _DATELINE.search(first) or _ANY_DATE.search(first[:1_500])):
         out["date"] = " ".join(dated.group(1 if dated.re is _DATELINE else 0).split())
     if "date" in out:

@@ -50,8 +50,8 @@ from workers.storage.catalog import CollectionConfig
 log = logging.getLogger("situate.rebuild")
 
 # What a reindex may change: the settings that shape stored data.
-CHANGEABLE = ("contextualizer", "model", "embedder", "embed_model", "embed_tail", "chunk_tokens", "chunk_overlap",
-              "language", "vectors", "prompt", "embed_context")
+CHANGEABLE = ("contextualizer", "model", "embedder", "embed_model", "embed_tail", "embed_header", "chunk_tokens",
+              "chunk_overlap", "language", "vectors", "prompt", "embed_context")
 BATCH = 200  # documents looked at per step
 STEP_BUDGET_S = 1.0  # per heartbeat: a reindex must not hold the heartbeat up
 DRAIN_GRACE_S = 1.0  # how long "draining" is visible before the switch

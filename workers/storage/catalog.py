@@ -56,6 +56,10 @@ class CollectionConfig(BaseModel):
     # against the head's 1 (``LocalEncoder``, ``stages.tail_weight``); 0, cut there, for the
     # collections stored before the field existed.
     embed_tail: float = Field(0.0, ge=0, le=1)
+    # What of an extracted document's offline header its chunks' vectors read (``contextualizers.
+    # header``): "cover" (its place, and the document line when read from a filing's or a
+    # release's cover), "all", "none"; "all" for the collections stored before the field existed.
+    embed_header: str = Field("all", pattern="^(cover|all|none)$")
     language: str = "english"
     chunk_tokens: int = Field(300, ge=16, le=8192)
     chunk_overlap: int = Field(0, ge=0)
@@ -125,8 +129,8 @@ class CollectionConfig(BaseModel):
         return f"situate-{self.base_name}"
 
 
-SHAPING_FIELDS = ("contextualizer", "model", "embedder", "embed_model", "embed_tail", "language", "chunk_tokens", "chunk_overlap",
-                  "prompt", "embed_context", "index_shards", "index_replicas", "vectors")
+SHAPING_FIELDS = ("contextualizer", "model", "embedder", "embed_model", "embed_tail", "embed_header", "language",
+                  "chunk_tokens", "chunk_overlap", "prompt", "embed_context", "index_shards", "index_replicas", "vectors")
 # Fixed at creation too, so that every search of a collection agrees by default, but a query
 # may override them (they shape no stored data).
 SEARCH_FIELDS = ("context_weight", "fusion", "dense_weight", "rrf_k", "reranker")
