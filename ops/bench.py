@@ -15,12 +15,16 @@ with, measured in the same run on the same machine.
     hostile   what a hostile tenant's files cost the others: time, Redis, the API's memory (bench_hostile)
     checkpoints  a context checkpoint's latency with and without a replica confirming it (bench_checkpoints)
     search-page  the search page's latency, its page images' and their memory, on FinanceBench (bench_search_page)
+
+``ops/bench --record NAME …`` also writes the run's output into NAME's section of
+docs/benchmarks.md (``benchmarks``): the one place measured figures live.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 
 os.environ.setdefault("SITUATE_ALLOWED_MODELS", "*")  # the cookbook's model, against the stand-in
@@ -40,11 +44,16 @@ from ops import (
     bench_scale,
     bench_search_page,
     bench_situate,
+    benchmarks,
 )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="ops/bench")
+    if "--record" in sys.argv[1:]:  # run it, then write what it printed into docs/benchmarks.md
+        args = [a for a in sys.argv[1:] if a != "--record"]
+        sys.exit(benchmarks.record(args, [sys.executable, "-m", "ops.bench", *args]))
+    parser = argparse.ArgumentParser(prog="ops/bench", epilog="--record (anywhere): write the run's output into "
+                                     "its section of docs/benchmarks.md, with the date, the machine and the command")
     sub = parser.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("pipeline")
     p.add_argument("--contextualizer", default="structural")

@@ -216,7 +216,7 @@ def _synthetic(count: int, dim: int = 384, queries: int = 200) -> None:
     from opensearchpy import helpers
 
     from workers.connections import opensearch_client
-    from workers.storage import chunk_index
+    from workers.storage import index_mapping
     from workers.storage.catalog import CollectionConfig
 
     # Text embeddings lie near a space of a few dozen dimensions: a 32-dimensional latent seen
@@ -239,8 +239,8 @@ def _synthetic(count: int, dim: int = 384, queries: int = 200) -> None:
         client.indices.create(index=index, body={"settings": {"index": {"knn": True, "number_of_shards": 1,
                                                                         "number_of_replicas": 0,
                                                                         "refresh_interval": "-1"}},
-                                                 "mappings": {"properties": {"v": chunk_index.vector_field(config)}}})
-        actions = ({"_index": index, "_id": str(i), "_source": {"v": chunk_index.stored_vector(config, row)}}
+                                                 "mappings": {"properties": {"v": index_mapping.vector_field(config)}}})
+        actions = ({"_index": index, "_id": str(i), "_source": {"v": index_mapping.stored_vector(config, row)}}
                    for i, row in enumerate(data))
         helpers.bulk(client, actions, chunk_size=2000, request_timeout=600)
         # Not merged to one segment (rebuilding a 100k graph takes minutes on 2 cores): searched
@@ -251,7 +251,7 @@ def _synthetic(count: int, dim: int = 384, queries: int = 200) -> None:
         for q in asked:
             t0 = time.perf_counter()
             hits = client.search(index=index, body={"size": 10, "_source": False, "query": {"knn": {"v": {
-                "vector": chunk_index.stored_vector(config, q), "k": CANDIDATES}}}})["hits"]["hits"]
+                "vector": index_mapping.stored_vector(config, q), "k": CANDIDATES}}}})["hits"]["hits"]
             took.append((time.perf_counter() - t0) * 1000)
             found.append([int(h["_id"]) for h in hits])
         recall = np.mean([len(set(f) & set(e)) / 10 for f, e in zip(found, exact)])

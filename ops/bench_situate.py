@@ -79,7 +79,7 @@ def situate_run(standin: StandIn, label: str, workers: int, concurrency: int,
            "SITUATE_LLM_CONCURRENCY": str(concurrency), "SITUATE_RATE_LIMIT_BURST_S": str(burst_s),
            "SITUATE_RATE_LIMITS": json.dumps({MODEL: limits or {"rpm": 10**6, "itpm": 10**9, "otpm": 10**9}})}
     queues = ",".join([CHUNK_QUEUE] + [contextualize_queue(i) for i in range(get_settings().shards)])
-    # One document per call slot, as the README runs them: a held document always has a call in
+    # One document per call slot, as docs/claude-and-cost.md runs them: a held document always has a call in
     # flight or queued, so the slots stay full; holding more (2x: 11-13 chunks/s with 4
     # workers, against 13.6) keeps documents on a busy worker while others idle at the end.
     procs = [Worker(concurrency, ["--pool", "threads", "--queues", queues], env) for _ in range(workers)]

@@ -211,7 +211,7 @@ class MemoryGate:
 
 
 class MemoryCapacity:
-    def wait_for_room(self, nbytes: int, what: str, step_s: float = 1.0) -> None:
+    def wait_for_room(self, nbytes: int, what: str) -> None:
         pass  # memory is never full here
 
 

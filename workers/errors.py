@@ -104,8 +104,8 @@ class ProviderRefused(PublicError, RuntimeError):
 
 
 class ProviderUnavailable(PublicError, RuntimeError):
-    """A paid API or S3 kept failing transiently past the attempts of one call: the stage runs
-    again in place, as for an unreachable Redis (``pipeline.guard``)."""
+    """A paid API or S3 kept failing transiently past the patience of one call (``workers.faults``):
+    the document fails with this reason; what was paid for is checkpointed (``situate retry``)."""
 
     http_status = 503
 
@@ -125,7 +125,3 @@ class Busy(PublicError, RuntimeError):
 
 class QueryFileError(PublicError, ValueError):
     """A labelled query file that cannot be read as the format it was named."""
-
-
-class SituateError(PublicError, RuntimeError):
-    """What ``SituateClient`` raises when the API answers with an error (its message)."""

@@ -24,8 +24,8 @@ from workers.settings import get_settings
 from workers.storage import bill, bodies, catalog, checkpoints, chunk_index, fairqueue, states, tokens
 from workers.storage.catalog import FUSIONS, LANGUAGES, SEARCH_FIELDS, SHAPING_FIELDS, CollectionConfig
 
-# The offline embedder a collection gets when none is named: MiniLM reads English only (on
-# the French corpus its dense Pass@10 is 55.6, multilingual-e5's 75.2).
+# The offline embedder a collection gets when none is named: the English models read English
+# only; French and German get multilingual-e5 (``ops/bench corpora``'s French corpus decided it).
 EMBEDDER_FOR_LANGUAGE = {"english": "local-e5", "french": "local-multilingual", "german": "local-multilingual"}
 
 

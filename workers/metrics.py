@@ -36,7 +36,7 @@ PREFIX = keys.METRICS
 COUNTERS, HISTOGRAMS = PREFIX + "counters", PREFIX + "hist"
 MINUTE_TTL_S, DAY_TTL_S = 2 * 86400, 400 * 86400
 # Seconds. Stage tasks run from milliseconds (an index of a small document) to minutes (a big
-# document's contexts); provider calls from ~0.3 s to a timeout.
+# document's contexts); provider calls from a fraction of a second to a timeout.
 BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900, math.inf)
 
 Labels = dict[str, str]

@@ -2,7 +2,8 @@
 place. Costs, cache decisions (is this document long enough to cache?), long-document budgets
 and the rate limiter all read from here; so does the stand-in API used by tests and benchmarks.
 
-Prices are USD per million tokens, from Anthropic's pricing and model pages (read 2026-11-30).
+Prices are USD per million tokens, from Anthropic's pricing and model pages (the CHANGELOG says
+when the table was last read).
 A 5-minute cache write costs 1.25x base input, a 1-hour write 2x; a cache read 0.1x on most
 models, less on the newest (``read_multiplier``); Message Batches halve everything. Claude
 Haiku 5.5 is priced by prompt length: a prompt over 100,000 tokens pays its higher rates on
@@ -77,7 +78,7 @@ NEW_TOKENIZER = 2.8  # ~3.6 / 1.3
 NO_THINKING = {"thinking": {"type": "disabled"}}
 
 MODELS: dict[str, ModelSpec] = {m.id: m for m in [
-    # Current (2026-11-30)
+    # Current
     # Cache minimum 512 tokens before a breakpoint: the user's source (seeds/000: "Sur Claude
     # Haiku 5.5, un point de cache demande au moins 512 tokens avant lui").
     ModelSpec("claude-haiku-5-5", 0.10, 0.50, 512, 1_000_000, "anthropic.claude-haiku-5-5",

@@ -43,8 +43,8 @@ def worker(
             fail("--autoscale works with the prefork pool only")
         bounds, concurrency = (low, high), high
     # Each pool process embeds with ONNX Runtime, which by default spreads over every core:
-    # N processes x all cores oversubscribes the CPU (measured: 8.6 -> 11.3 chunks/s on 2
-    # cores with 2 processes when each takes its share). Autoscaled: the share at MAX.
+    # N processes x all cores oversubscribes the CPU: each takes its share instead, which
+    # embeds faster (``ops/bench pipeline``). Autoscaled: the share at MAX.
     if not settings.get_settings().embed_threads:
         settings.override(embed_threads=max(1, (os.cpu_count() or 1) // concurrency))
     refusal = memory_refusal(pool, concurrency)
@@ -62,8 +62,8 @@ def worker(
 
 def memory_refusal(pool: str, concurrency: int, available_mb: int | None = None) -> str | None:
     """Why a pool of ``concurrency`` cannot fit in this machine's available memory, and what to
-    do instead; None if it fits. Each prefork process loads its own embedders (measured ~300 MB
-    with both local models, ``SITUATE_WORKER_PROCESS_MB`` per process with a margin); a threads
+    do instead; None if it fits. Each prefork process loads its own embedders (``ops/bench
+    memory``; ``SITUATE_WORKER_PROCESS_MB`` per process with a margin); a threads
     pool loads them once and adds ``SITUATE_WORKER_THREAD_MB`` per thread."""
     from workers.settings import get_settings
 

@@ -225,7 +225,7 @@ def _print_groups(results: list[Any], k: int = 10) -> None:
 
 def citation(hit: Any) -> str:
     """Where a hit is: ``3M_2018_10K.pdf p. 60 · Item 8 › Cash flows`` (pages and section when known)."""
-    from producers.retrieval.hits import citation as where
+    from situate.citations import citation as where
 
     return where(hit.doc_id, hit.pages, hit.section)
 

@@ -32,7 +32,7 @@ from producers.retrieval.search import CANDIDATES, bm25_body, knn_body, newest_o
 from workers.connections import opensearch_client
 from workers.contextualizers.base import contextualized_text
 from workers.embedding import registry as embedders
-from workers.storage import chunk_index
+from workers.storage import index_mapping
 from workers.storage.catalog import CollectionConfig
 
 CONTEXT_WEIGHTS = (0.0, 0.5, 1.0, 2.0)
@@ -71,7 +71,7 @@ def side_rankings(config: CollectionConfig, queries: list[LabelledQuery], contex
     for q in queries:
         # Whole hits: a label may be a passage of text, matched against the hits' text.
         sides = {f"bm25@{w:g}": bm25_body(q.query, [], candidates, w, light=False) for w in context_weights}
-        sides["dense"] = knn_body(chunk_index.stored_vector(config, embedder.embed_query(q.query)), [], candidates,
+        sides["dense"] = knn_body(index_mapping.stored_vector(config, embedder.embed_query(q.query)), [], candidates,
                                     light=False)
         lines: list[dict[str, Any]] = []
         for body in sides.values():

@@ -56,11 +56,3 @@ class HitOut(BaseModel):
 
 class SearchOut(BaseModel):
     hits: list[HitOut]
-
-
-def citation(doc_id: str, pages: list[int] | tuple[int, ...] | None, section: str | None) -> str:
-    """'3M_2018_10K.pdf p. 60 · Item 8 › Cash flows': where a hit is, in one line."""
-    where = doc_id
-    if pages:
-        where += f" p. {pages[0]}" if pages[0] == pages[-1] else f" pp. {pages[0]}-{pages[-1]}"
-    return where + (f" · {section}" if section else "")

@@ -56,7 +56,8 @@ class VoyageReranker:
         self.client = voyage_client()
 
     def scores(self, query: str, documents: list[str]) -> list[float]:
-        results = faults.call(lambda: self.client.rerank(query, documents, model=self.model).results, "voyage")
+        results = faults.call(lambda: self.client.rerank(query, documents, model=self.model).results, "voyage",
+                              faults.QUERY)
         return _in_order(len(documents), ((r.index, r.relevance_score) for r in results))
 
 
@@ -77,7 +78,7 @@ class BedrockReranker:
             body["api_version"] = 2
         from workers.embedding.remote import invoke
 
-        results = invoke(self.client, self.model, body)["results"]
+        results = invoke(self.client, self.model, body, faults.QUERY)["results"]
         return _in_order(len(documents), ((r["index"], r["relevance_score"]) for r in results))
 
 
@@ -103,7 +104,7 @@ class CohereReranker:
             answer: dict[str, Any] = response.json()
             return answer
 
-        results = faults.call(call, "cohere")["results"]
+        results = faults.call(call, "cohere", faults.QUERY)["results"]
         return _in_order(len(documents), ((r["index"], r["relevance_score"]) for r in results))
 
 

@@ -8,9 +8,9 @@ sides are fused (``fusion``); a reranker, when asked, reorders the fused top ``c
 
 A page is the unit a reader checks a citation by, and a statement or a table spreads over several
 chunks of one page: by default (``distinct_pages``) a page's best chunk stands for it in the
-ranking and its other chunks come after every page's first, so the top k name k pages. Measured
-(hybrid page@10): MMLongBench 67.19 -> 71.88, FinanceBench in the README. Hits without pages
-(text, code) keep their order.
+ranking and its other chunks come after every page's first, so the top k name k pages (it
+finds more pages on both PDF corpora: ``ops/bench corpora``). Hits without pages (text, code)
+keep their order.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from producers.retrieval.fusion import Hit, fuse
 from workers.connections import opensearch_client
 from workers.embedding import registry as embedders
 from workers.settings import get_settings
-from workers.storage import catalog, chunk_index
+from workers.storage import catalog, index_mapping
 from workers.storage.catalog import FUSIONS, CollectionConfig
 
 CANDIDATES = 150
@@ -78,19 +78,15 @@ class Resolved(SearchOptions):
     rrf_k: int = 10
 
 
-# Measured on the public corpora (hybrid Pass@10 at RRF k = 10, keywords contexts): the
-# local embedders are weak on code and strong on prose. Code wants BM25 ahead (cookbook: dense
-# 0.5 gives 89.89, 1.5 gives 86.09), prose the vectors (English FAQs: 1.5 gives 93.06, 0.5
-# gives 85.1; French the same way). A collection's weight follows its share of code chunks,
-# geometrically between the two (e5 and bge on the cookbook alike: e5 91.10 at 0.5, 90.62 at
-# 1.0; bge 90.99 and 88.88). API embedders were not measured on code here: neutral there.
+# The local embedders are weak on code and strong on prose: code wants BM25 ahead, prose the
+# vectors (``ops/bench corpora``, the dense weight swept on each corpus; docs/decisions.md). A
+# collection's weight follows its share of code chunks, geometrically between the two. API
+# embedders were not measured on code: neutral there.
 DENSE_FOR_PROSE = 1.5
 DENSE_FOR_CODE = {"local": 0.5, "local-e5": 0.5, "local-bge": 0.5, "local-multilingual": 0.5}
 # RRF's k the same way, by the share of chunks cut from paged documents (PDF pages, slides): text
-# wants the sharp k = 10 (tech_faq_en with e5: 91.72 at 10, 89.86 at 60; the cookbook alike),
-# pages a flatter one (FinanceBench with bge, page@10: 60.94 at 10, 68.75 at 60; MMLongBench
-# 67.19 and 69.53), where a document's many similar pages make each side's top ranks less sure
-# and agreement between the two sides worth more.
+# wants the sharp k = 10, pages a flatter one, where a document's many similar pages make each
+# side's top ranks less sure and agreement between the two sides worth more (the same sweep).
 RRF_FOR_TEXT, RRF_FOR_PAGES = 10, 60
 _MIX_TTL_S = 30
 _mix_cache: dict[str, tuple[float, catalog.Mix]] = {}
@@ -128,8 +124,8 @@ def filter_clauses(filters: dict[str, Any] | None) -> list[dict[str, Any]]:
 
 
 # Candidates are fetched light — ids and three doc values, no stored source to read and parse
-# for 2 x 150 hits — and only the hits returned (or reranked) are fetched whole (``_fill``).
-# Measured on the cookbook index: 33 ms per msearch with sources, 17 ms light.
+# for 2 x 150 hits — and only the hits returned (or reranked) are fetched whole (``_fill``):
+# about half the time of an msearch with sources (``ops/bench search``).
 _LIGHT = {"_source": False, "docvalue_fields": ["doc_id", "chunk", "seq", "pages"]}
 
 
@@ -142,11 +138,9 @@ def bm25_body(query: str, filters: list[dict[str, Any]], size: int, context_weig
 
 
 # How many graph nodes the HNSW search keeps in view (``ef_search``), against the k it returns.
-# At ef = k = 150 (OpenSearch's default for Lucene) the search got lost in a 13,254-chunk index:
-# for one FinanceBench question it returned none of the 20 nearest chunks (their document's
-# chunks at cosine 0.946; it found others at 0.919), mean overlap with exact search 0.979; at
-# 500, 0.999 and never below 0.95, for about 3 ms more per query (FinanceBench dense page@10
-# 54.7 -> 57.8, doc@10 95.3 -> 98.4; README).
+# At ef = k (OpenSearch's default for Lucene) the search got lost in FinanceBench's index: for one
+# question it returned none of the 20 nearest chunks. At 500 its top 20 match exact search's
+# nearly always, for a few milliseconds a query (docs/decisions.md).
 EF_SEARCH = 500
 
 
@@ -208,7 +202,7 @@ def search(config: CollectionConfig, query: str, k: int = 10, filters: dict[str,
         sides["bm25"] = bm25_body(query, clauses, size, opts.context_weight)
     if opts.mode in ("hybrid", "dense"):
         vector = embedders.get(config.embedder, config.embed_model).embed_query(query)
-        sides["dense"] = knn_body(chunk_index.stored_vector(config, vector), clauses, size)
+        sides["dense"] = knn_body(index_mapping.stored_vector(config, vector), clauses, size)
         clock = _lap(timings, "embed", clock)
     lines: list[dict[str, Any]] = []
     for body in sides.values():

@@ -12,7 +12,6 @@ from ``workers.metrics`` for the charts (drawn as SVG by ``assets/dashboard.js``
 
 from __future__ import annotations
 
-import html
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -20,7 +19,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from producers.ingest import submit
-from producers.web import auth, fleet, http_guard, signin
+from producers.web import auth, fleet, http_guard, signin, templates
 from workers import errors, metrics
 from workers.storage import catalog, states
 
@@ -40,11 +39,9 @@ def page(request: Request) -> Response:
         s = _checked(request)
     except errors.Denied as e:
         if e.status == 403:  # signed in with a collection's token: its page is the search page
-            return HTMLResponse(f"<p>{html.escape(str(e))}. This token's page is <a href=\"/search\">/search</a>.</p>",
-                                status_code=403, headers=signin.HEADERS)
+            return HTMLResponse(templates.render("notice.html", message=str(e)), status_code=403, headers=signin.HEADERS)
         return signin.page(then="/dashboard")
-    body = (signin.ASSETS / "dashboard.html").read_text().replace("{{csrf}}", s.csrf).replace(
-        "{{who}}", html.escape(f"{s.principal.id} ({s.principal.scope})"))
+    body = templates.render("dashboard.html", csrf=s.csrf, who=f"{s.principal.id} ({s.principal.scope})")
     return HTMLResponse(body, headers=signin.HEADERS)
 
 
@@ -56,7 +53,7 @@ async def logout(request: Request) -> Response:
 @router.get("/dashboard/app.js")
 def script(request: Request) -> Response:
     _checked(request)
-    return Response((signin.ASSETS / "dashboard.js").read_text(), media_type="text/javascript", headers=signin.HEADERS)
+    return Response((templates.ASSETS / "dashboard.js").read_text(), media_type="text/javascript", headers=signin.HEADERS)
 
 
 @router.get("/dashboard/data")

@@ -41,9 +41,10 @@ from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
 from producers.retrieval import page_images
-from producers.retrieval.hits import HitOut, SearchIn, SearchOut, citation
+from producers.retrieval.hits import HitOut, SearchIn, SearchOut
 from producers.retrieval.search import search as search_index
 from producers.web import auth
+from situate.citations import citation
 from workers import errors
 from workers.storage import catalog, chunk_index, states
 

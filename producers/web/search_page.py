@@ -18,30 +18,27 @@ page has no script at all.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, Response
-from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markdown_it import MarkdownIt
 from markupsafe import Markup, escape
 from pydantic import ValidationError
 
 from producers.retrieval import page_images, rerankers
-from producers.retrieval.hits import SearchIn, citation
+from producers.retrieval.hits import SearchIn
 from producers.retrieval.search import SearchOptions, search
-from producers.web import auth, signin
+from producers.web import auth, signin, templates
+from situate.citations import citation
 from workers import allowlist, errors
 from workers.contextualizers import keywords
 from workers.storage import catalog, states
 
 router = APIRouter(include_in_schema=False)
 
-_templates = Environment(loader=FileSystemLoader(Path(__file__).with_name("assets")),
-                         autoescape=select_autoescape(["html"]))
 # CommonMark with its tables, raw HTML off: a chunk's "<script>" stays text.
 _markdown = MarkdownIt("commonmark", {"html": False}).enable("table")
 _OPEN, _CLOSE = "\ue000", "\ue001"  # private-use marks around a query's words, made <mark> after escaping
@@ -174,7 +171,7 @@ async def page(request: Request) -> Response:
             status, context["error"] = e.http_status, str(e)
         except ValueError as e:  # an unknown reranker, say
             status, context["error"] = 422, str(e)
-    body = _templates.get_template("search.html").render(**context)
+    body = templates.render("search.html", **context)
     return HTMLResponse(body, status_code=status, headers=signin.HEADERS)
 
 

@@ -13,21 +13,18 @@ but their own and cannot be framed (``HEADERS``).
 
 from __future__ import annotations
 
-import html
 import secrets
 from dataclasses import dataclass
-from pathlib import Path
 from urllib.parse import parse_qs
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from producers.web import auth, http_guard
+from producers.web import auth, http_guard, templates
 from workers import errors
 from workers.settings import get_settings
 from workers.storage import sessions
 
-ASSETS = Path(__file__).with_name("assets")
 COOKIE = "situate_session"
 HEADERS = {"Content-Security-Policy": "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
                                       "frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
@@ -49,8 +46,7 @@ class Session:
 
 def page(message: str = "", then: str = "/search", status: int = 401) -> HTMLResponse:
     """The sign-in form; after it, the page it was asked from."""
-    body = (ASSETS / "signin.html").read_text().replace("{{message}}", html.escape(message)) \
-        .replace("{{next}}", html.escape(_safe_next(then), quote=True))
+    body = templates.render("signin.html", message=message, next=_safe_next(then))
     return HTMLResponse(body, status_code=status, headers=HEADERS)
 
 

@@ -78,7 +78,7 @@ class Fleet:
                     "VOYAGE_API_KEY": SECRET_KEY, "VOYAGE_BASE_URL": f"{standin.url}/v1",
                     "SITUATE_RATE_LIMITS": json.dumps({TEST_MODEL: {"rpm": 10**6, "itpm": 10**9, "otpm": 10**9}}),
                     "SITUATE_PLUGINS": "tests.faults.plugins", "PYTHONPATH": str(ROOT),
-                    "SITUATE_LLM_MAX_ATTEMPTS": "30", **env}
+                    "SITUATE_PROVIDER_MAX_ATTEMPTS": "30", **env}
         self.workers: list[Worker] = []
 
     def start(self, n: int = 2, concurrency: int = 3) -> Fleet:

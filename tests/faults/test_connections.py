@@ -9,6 +9,7 @@ document (``APIConnectionError: Remote end closed connection without response``)
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import pytest
@@ -176,4 +177,33 @@ def test_s3_calls_cut_on_the_way_fail_no_document(standin, fleet, s3_behind_cuts
         assert result.indexed == len(docs) and not result.failed and result.lost == 0, result
         assert cut.get("drop") and cut.get("reset") and cut.get("stall"), cut
     finally:
+        _drop(name)
+
+
+def test_a_provider_that_answers_529_for_ever_costs_one_calls_tries_and_no_more(standin, fleet):
+    """One retry policy (``workers.faults``): a failing call is tried SITUATE_PROVIDER_MAX_ATTEMPTS
+    times, waiting 0.5 s then 1 s (times a jitter in [0.5, 1.5)), and its document fails with the
+    reason. Before, the stage guard ran the whole stage again on top of the call's own tries until
+    its patience (SITUATE_TRANSIENT_PATIENCE_S, 900 s): the tries multiplied and the document
+    waited a quarter of an hour. Each document's first call is alone (it warms the cache), so the
+    stand-in sees exactly three requests a document."""
+    standin.configure(p_529=1.0)
+    fleet(SITUATE_PROVIDER_MAX_ATTEMPTS="3").start(1, concurrency=2)
+    name, _ = _names()
+    docs = documents(2, tag="always-529")
+    before = standin.stats()["requests"]
+    try:
+        started = time.monotonic()
+        submit(name, docs, contextualizer="anthropic", model=TEST_MODEL, embedder="local")
+        seconds = wait_done(name, [d["id"] for d in docs], timeout=120)
+        result = audit(name, expected_of(docs))
+        tries = standin.stats()["requests"] - before
+        report("a provider answering 529 for ever (3 tries a call)", result, tries=tries, seconds=round(seconds, 1))
+        assert len(result.failed) == 2, result
+        for reason in result.failed.values():
+            assert "gave up after 3 tries" in reason and "http_529" in reason, reason
+        assert tries == 2 * 3, tries
+        assert time.monotonic() - started >= 0.75  # the two waits, at their shortest
+    finally:
+        standin.configure()
         _drop(name)

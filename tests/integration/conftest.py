@@ -72,7 +72,7 @@ def worker(standin):
         "AWS_ACCESS_KEY_ID": "AKIATESTSTANDIN", "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
         "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL_BEDROCK_RUNTIME": standin.url,
         "SITUATE_RATE_LIMITS": json.dumps({TEST_MODEL: {"rpm": 100000, "itpm": 10**8, "otpm": 10**8}}),
-        "SITUATE_LLM_MAX_ATTEMPTS": "30", "SITUATE_LLM_MAX_DOCUMENT_TOKENS": "20000",
+        "SITUATE_PROVIDER_MAX_ATTEMPTS": "30", "SITUATE_LLM_MAX_DOCUMENT_TOKENS": "20000",
         "SITUATE_BATCH_POLL_S": "0.5"})
     WORKERS.append(proc)
     yield proc

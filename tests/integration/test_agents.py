@@ -13,9 +13,9 @@ import httpx
 import pytest
 
 from ops.harness import SITUATE, Api
-from producers.client import SituateClient
 from producers.evaluation.evaluate import load_queries
 from producers.web import auth
+from situate import SituateClient
 from tests.support import COOKBOOK, cookbook_docs, run_cli
 
 ADMIN = "agents-admin-token-0123456789"
@@ -173,8 +173,7 @@ def test_mcp_over_stdio_acts_for_its_token_file_or_the_deployments_admin(api, co
 def test_langchain_and_llamaindex_retrievers_return_the_apis_top_10(api, collections, queries):
     from llama_index.core.schema import NodeWithScore
 
-    from producers.integrations.langchain import SituateRetriever as LangChainRetriever
-    from producers.integrations.llamaindex import SituateRetriever as LlamaIndexRetriever
+    from situate import LangChainRetriever, LlamaIndexRetriever
 
     cookbook, _ = collections
     langchain = LangChainRetriever(collection=cookbook, url=api.url, token=ADMIN, k=10)

@@ -6,8 +6,7 @@ import httpx
 import pytest
 
 from ops.harness import Api
-from producers.client import SituateClient
-from workers.errors import SituateError
+from situate import SituateClient, SituateError
 
 TOKEN = "test-token-7f3a"
 

@@ -102,7 +102,7 @@ def api():
 
 
 def test_files_are_uploaded_through_the_api_and_the_client(api, worker, collection_name, tmp_path):
-    from producers.client import SituateClient
+    from situate import SituateClient
 
     headers = {"Authorization": f"Bearer {ADMIN}"}
     base = f"{api.url}/v1/collections/{collection_name}"

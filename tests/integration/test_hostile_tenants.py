@@ -159,7 +159,7 @@ def test_a_generation_never_takes_another_collections_index(single):
     from workers.connections import opensearch_client
     from workers.documents.validation import RawDocument
     from workers.pipeline import rebuild
-    from workers.storage import catalog, chunk_index
+    from workers.storage import catalog, chunk_index, index_mapping
 
     acme = _name("acme")
     neighbour = lifecycle.ensure(f"{acme}-g2", contextualizer="none")
@@ -179,7 +179,7 @@ def test_a_generation_never_takes_another_collections_index(single):
     old = lifecycle.ensure(legacy, contextualizer="none").model_copy(
         update={"name": f"{legacy}~g2", "rebuilds": legacy, "index": "", "index_generation": 2, "collection_id": ""})
     assert old.index_name == f"situate-{legacy}-g2"
-    body = chunk_index.mapping(old)
+    body = index_mapping.mapping(old)
     del body["mappings"]["_meta"]["owner"]  # as that release wrote it
     opensearch_client().indices.create(index=old.index_name, body=body)
     with pytest.raises(errors.Conflict, match=f"belongs to collection '{legacy}'"):

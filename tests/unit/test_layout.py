@@ -6,7 +6,10 @@ path that never pulls in Celery, and modules of a size one can read."""
 from __future__ import annotations
 
 import ast
+import io
+import re
 import sys
+import tokenize
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -17,6 +20,8 @@ MAX_LINES = 450
 # The layers, bottom up (ARCHITECTURE.md, "The tree"): a module imports from its own layer or
 # those below it. A module belongs to the layer of its longest matching prefix.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    # the Python client, its own distribution (producers/situate-client/): nothing of the server
+    ("client", ("situate",)),
     ("foundation", ("workers.errors", "workers.keys", "workers.settings", "workers.logs")),
     ("services", ("workers.connections", "workers.models", "workers.allowlist",
                   "workers.metrics", "workers.faults")),
@@ -29,13 +34,13 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("worker", ("workers.pipeline",)),
     ("read path", ("producers.retrieval",)),
     ("producers", ("producers",)),
-    ("entry points", ("producers.web.api", "producers.web.mcp_server", "producers.cli", "producers.integrations",
-                      "producers.public")),
+    ("entry points", ("producers.web.api", "producers.web.mcp_server", "producers.cli", "producers.client")),
 ]
 # Above the worker in the list, yet never importing it: producers send by name (``sending``).
 NOT_ABOVE_THE_WORKER = ("read path", "producers", "entry points")
-# The public face (installed as ``situate``): the one package whose ``__init__`` is its list of names.
-PUBLIC = "producers.public"
+# The public face (the client, ``situate``): the one package whose ``__init__`` is its list of names.
+PUBLIC = "situate"
+CLIENT = ROOT / "producers" / "situate-client"
 # The one way up, on purpose: ``situate worker`` and ``situate flower`` run the worker's own app.
 ALLOWED = {("producers.cli.processes", "workers.pipeline.app")}
 
@@ -44,9 +49,14 @@ def project_modules() -> dict[str, Path]:
     modules = {}
     for package in PACKAGES:
         for path in (ROOT / package).rglob("*.py"):
+            if path.is_relative_to(CLIENT):
+                continue
             parts = path.relative_to(ROOT).with_suffix("").parts
             name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
             modules[name] = path
+    for path in (CLIENT / "situate").rglob("*.py"):  # installed as ``situate``
+        parts = path.relative_to(CLIENT).with_suffix("").parts
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     for path in (ROOT / "ops").glob("*.py"):  # a package of scripts and helpers, above everything
         modules["ops" if path.stem == "__init__" else f"ops.{path.stem}"] = path
     return modules
@@ -164,7 +174,17 @@ def upward_imports(graph: dict[str, set[str]]) -> list[str]:
 
 def test_every_module_has_a_layer():
     # (the package ``workers`` itself is its map, importing nothing)
-    assert [m for m in project_modules() if m.startswith(PACKAGES) and m != "workers" and layer_of(m) < 0] == []
+    assert [m for m in project_modules() if m.startswith((*PACKAGES, "situate")) and m != "workers"
+            and layer_of(m) < 0] == []
+
+
+def test_the_client_installs_alone():
+    """The client's distribution holds ``situate`` only: it may import nothing of the server."""
+    graph = import_graph()
+    client = {m: targets for m, targets in graph.items() if m == "situate" or m.startswith("situate.")}
+    assert len(client) >= 5
+    assert {m: sorted(t for t in targets if not t.startswith("situate")) for m, targets in client.items()} == \
+        {m: [] for m in client}
 
 
 def test_the_direction_finder_finds_an_upward_import():
@@ -279,3 +299,37 @@ def test_no_module_outside_storage_calls_redis():
     outside = {name: calls for name, path in project_modules().items()
                if not name.startswith(REDIS_CALLERS) and name.startswith(PACKAGES) and (calls := redis_calls(path))}
     assert outside == {}
+
+
+# A measured figure lives with its benchmark's result (docs/benchmarks.md), never in code: a
+# figure in a docstring is stale at the next run. What a comment may not say: a date, a metric
+# with its value, a rate, or "measured" with a number in the same sentence.
+FIGURES = re.compile(r"\b20\d\d-\d\d-\d\d\b|(?i:\b(?:pass|page|doc|recall|mrr)@\d+[^.\n]{0,12}?\d+\.\d)"
+                     r"|(?i:\d\s*(?:chunks|pages|passages|queries|documents)(?:/s| per second| a second))"
+                     r"|(?i:\bmeasured\b[^.\n]*?\d)")
+
+
+def prose_of(path: Path) -> list[tuple[int, str]]:
+    """A module's comments and docstrings, with their line numbers."""
+    text = path.read_text()
+    found = [(t.start[0], t.string) for t in tokenize.generate_tokens(io.StringIO(text).readline)
+             if t.type == tokenize.COMMENT]
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            doc = ast.get_docstring(node, clean=False)
+            if doc:
+                found.append((getattr(node, "lineno", 1), doc))
+    return found
+
+
+def test_the_figure_finder_finds_a_figure():
+    assert FIGURES.search("Measured on 37 filings: about 170 pages/s on one core")
+    assert FIGURES.search("hybrid page@10 64.1 against 67.2") and FIGURES.search("read 2026-11-30")
+    assert not FIGURES.search("page@k of hybrid search, at 500 candidates (ops/bench corpora)")
+
+
+def test_no_measured_figure_or_date_in_a_comment_or_docstring():
+    found = [f"{name}:{line}: {FIGURES.search(text).group()!r}"  # type: ignore[union-attr]
+             for name, path in project_modules().items() if name.startswith((*PACKAGES, "situate"))
+             for line, text in prose_of(path) if FIGURES.search(text)]
+    assert found == []

@@ -1,5 +1,7 @@
-"""What a user installs: the public name ``situate`` (mapped onto ``producers/public``), and a
-package list in ``pyproject.toml`` that holds every folder of code and data the checkout has."""
+"""What a user installs: the server's distribution (``pyproject.toml``), whose package list holds
+every folder of code and data the checkout has, and the client ``situate`` (the client's own
+distribution, ``producers/situate-client``, which the server's maps in too). The client's wheel
+alone, in a fresh environment, is ``tests/integration/test_client_package.py``."""
 
 from __future__ import annotations
 
@@ -13,8 +15,6 @@ import zipfile
 from pathlib import Path
 
 import producers.client
-import producers.integrations.langchain
-import workers.errors
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -23,10 +23,15 @@ def _declared_packages() -> set[str]:
     return set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
 
 
+CLIENT = ROOT / "producers" / "situate-client"
+
+
 def test_every_folder_that_ships_is_a_declared_package():
     folders = set()
     for top in ("workers", "producers"):
         for path in [ROOT / top, *(ROOT / top).rglob("*")]:
+            if path.is_relative_to(CLIENT):  # a distribution of its own, mapped in as ``situate``
+                continue
             if path.is_dir() and path.name != "__pycache__" and any(
                     f.is_file() and f.suffix != ".pyc" for f in path.iterdir()):
                 folders.add(".".join(path.relative_to(ROOT).parts))
@@ -35,13 +40,16 @@ def test_every_folder_that_ships_is_a_declared_package():
 
 def test_situate_exports_the_public_names():
     import situate
+    import situate.langchain
 
-    assert situate.SituateClient is producers.client.SituateClient
+    assert situate.SituateClient is producers.client.SituateClient  # 0.2's import path, kept
     assert situate.AsyncSituateClient is producers.client.AsyncSituateClient
-    assert situate.SituateError is workers.errors.SituateError
-    assert situate.LangChainRetriever is producers.integrations.langchain.SituateRetriever
+    assert issubclass(situate.SituateError, situate.PublicError)
+    assert situate.LangChainRetriever is situate.langchain.SituateRetriever
     assert all(hasattr(situate, name) for name in situate.__all__)
-    assert situate.__version__ == tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    server = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert situate.__version__ == server
+    assert tomllib.loads((CLIENT / "pyproject.toml").read_text())["project"]["version"] == server  # one version
 
 
 def test_a_built_wheel_gives_situate_to_a_fresh_environment(tmp_path):
@@ -50,7 +58,7 @@ def test_a_built_wheel_gives_situate_to_a_fresh_environment(tmp_path):
     lent from this environment's packages (no .pth of ours is read from there)."""
     source = tmp_path / "source"  # a copy: a build writes build/ and *.egg-info where it runs
     for part in ("workers", "producers"):
-        shutil.copytree(ROOT / part, source / part, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(ROOT / part, source / part, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "build"))
     for part in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / part, source / part)
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
@@ -69,4 +77,4 @@ def test_a_built_wheel_gives_situate_to_a_fresh_environment(tmp_path):
                          capture_output=True, text=True, cwd=tmp_path, env={"PATH": os.environ["PATH"]})
     assert out.returncode == 0, out.stderr
     where, module = out.stdout.split()
-    assert Path(where).is_relative_to(site) and module == "producers.client"
+    assert Path(where).is_relative_to(site) and module == "situate.client"

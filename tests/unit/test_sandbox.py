@@ -78,7 +78,7 @@ def test_the_child_holds_no_secret_and_cannot_raise_its_limits(monkeypatch):
     assert limits["RLIMIT_NOFILE"][1] <= 64 and limits["RLIMIT_FSIZE"] == [0, 0] and limits["RLIMIT_CORE"] == [0, 0]
     if sys.platform.startswith("linux") and isolation["network"] == "namespace":
         assert seen["interfaces"] == ["lo"]  # a network of its own, with nothing in it
-    else:  # said, not hidden: RELIABILITY.md lists where it holds
+    else:  # said, not hidden: docs/reliability.md lists where it holds
         assert isolation["network"].startswith("shared (")
     if os.geteuid() == 0:
         if isolation["user"] == "nobody":

@@ -53,9 +53,8 @@ class KeywordContext:
     document the right section (weighted below the chunk's own text, see the read path); they are
     kept out of the chunk's vector by default. A text's terms are its whole document's. An
     extracted document's are half its whole document's (which file) and half its section's
-    (where in it, ``keywords.section_terms``). Measured with BM25 alone, page@10, section /
-    document / both: FinanceBench 43.8 / 50.0 / 50.0, MMLongBench 60.9 / 58.6 / 59.4; each
-    kind alone loses on one set, both keep most of each."""
+    (where in it, ``keywords.section_terms``): each kind alone lost on one of the two PDF
+    corpora with BM25 alone, both kept most of each (``ops/bench corpora``; docs/decisions.md)."""
 
     name = "keywords"
 

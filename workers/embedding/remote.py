@@ -3,7 +3,7 @@
 Requests stay within each model's per-request caps (``workers.models``). The clients honour
 their usual endpoint variables (``VOYAGE_BASE_URL`` here, since the Voyage SDK reads none;
 ``AWS_ENDPOINT_URL_BEDROCK_RUNTIME``), which is how the tests point them at the stand-in. Their
-own retries are off: every request goes through ``faults.call``, which retries a dropped
+own retries are off: every request goes through ``faults.call``, which waits out a dropped
 connection, a timeout, a 429 or a 5xx in place and counts it, and fails a refusal with the
 provider's message. The rerankers reuse these clients.
 """
@@ -36,6 +36,12 @@ def _batches(texts: list[str], spec: models.EmbeddingSpec) -> list[list[str]]:
     return [g for g in groups if g]
 
 
+def _policy(query: bool) -> faults.Policy | None:
+    """A query's embedding is waited on by a person searching (``faults.QUERY``); a document's
+    by the pipeline (the documents' patience)."""
+    return faults.QUERY if query else None
+
+
 def voyage_client() -> Any:
     import voyageai.client
 
@@ -66,7 +72,8 @@ class Voyage:
 
     def _embed(self, texts: list[str], input_type: str) -> list[list[float]]:
         embeddings: list[list[float]] = faults.call(
-            lambda: self.client.embed(texts, model=self.spec.id, input_type=input_type).embeddings, self.name)
+            lambda: self.client.embed(texts, model=self.spec.id, input_type=input_type).embeddings, self.name,
+            _policy(input_type == "query"))
         return embeddings
 
 
@@ -93,7 +100,7 @@ class VoyageContext(Voyage):
     def _embed(self, texts: list[str], input_type: str) -> list[list[float]]:
         embeddings: list[list[float]] = faults.call(
             lambda: self.client.contextualized_embed([texts], model=self.spec.id, input_type=input_type).results[0].embeddings,
-            self.name)
+            self.name, _policy(input_type == "query"))
         return embeddings
 
 
@@ -108,7 +115,7 @@ def bedrock_runtime() -> Any:
                                                         read_timeout=get_settings().provider_timeout_s))
 
 
-def invoke(client: Any, model_id: str, body: dict[str, Any]) -> dict[str, Any]:
+def invoke(client: Any, model_id: str, body: dict[str, Any], policy: faults.Policy | None = None) -> dict[str, Any]:
     """One Bedrock ``invoke_model`` (embeddings, rerankers), its answer read whole inside the
     retried call: a connection cut while the body streams is tried again too."""
     def once() -> dict[str, Any]:
@@ -116,7 +123,7 @@ def invoke(client: Any, model_id: str, body: dict[str, Any]) -> dict[str, Any]:
                                        accept="application/json")
         answer: dict[str, Any] = json.loads(response["body"].read())
         return answer
-    return faults.call(once, "bedrock")
+    return faults.call(once, "bedrock", policy)
 
 
 class Bedrock:
@@ -130,8 +137,8 @@ class Bedrock:
         self.client = bedrock_runtime()
         self.cohere = self.spec.id.startswith("cohere.")
 
-    def _invoke(self, body: dict[str, Any]) -> dict[str, Any]:
-        return invoke(self.client, self.spec.id, body)
+    def _invoke(self, body: dict[str, Any], query: bool) -> dict[str, Any]:
+        return invoke(self.client, self.spec.id, body, _policy(query))
 
     def _embed(self, texts: list[str], query: bool) -> np.ndarray:
         if not texts:
@@ -140,9 +147,9 @@ class Bedrock:
             kind = "search_query" if query else "search_document"
             vectors = []
             for group in _batches(texts, self.spec):
-                vectors += self._invoke({"texts": group, "input_type": kind, "truncate": "END"})["embeddings"]
+                vectors += self._invoke({"texts": group, "input_type": kind, "truncate": "END"}, query)["embeddings"]
             return unit(np.array(vectors))
-        return unit(np.array([self._invoke({"inputText": t, "dimensions": self.dimension, "normalize": True})["embedding"]
+        return unit(np.array([self._invoke({"inputText": t, "dimensions": self.dimension, "normalize": True}, query)["embedding"]
                                for t in texts]))
 
     def embed_documents(self, texts: list[str]) -> np.ndarray:

@@ -1,6 +1,6 @@
 """PDF, page by page, from its text layer: pdfium (``pypdfium2``, Apache-2.0/BSD; PyMuPDF is
-AGPL). Measured on 37 filings (4,434 pages): about 170 pages/s on one core, where pdfplumber
-and pypdf are many times slower (the README's extraction table).
+AGPL), many times faster than pdfplumber and pypdf for the same pages found (``ops/bench
+extractors``; docs/benchmarks.md).
 
 Each page's text is one block (pages never merge: a citation says which page); pdfium ends a
 line with CR LF and separates some generators' words with a lone LF, so lone LFs become spaces.

@@ -14,10 +14,10 @@ next file gets a new one. No file's text or error can reach another request.
 The child starts with an environment of its own (no credentials, no service URLs), under hard
 limits it cannot raise (address space, CPU seconds, open files, file size: it writes nothing but
 its replies), in a network namespace of its own where the platform allows one, and as ``nobody``
-when the worker runs as root; ``isolation()`` says what held on this machine (RELIABILITY.md).
+when the worker runs as root; ``isolation()`` says what held on this machine (docs/reliability.md).
 
-A child is started once per worker process and reused: starting Python and the parsers costs
-~0.5 s, which a corpus of small files would otherwise pay per file. It is replaced after
+A child is started once per worker process and reused: starting Python and the parsers is the
+cost of a small file many times over, which a corpus of small files would otherwise pay per file. It is replaced after
 ``REUSE`` files (memory fragmentation), before its lifetime CPU limit could cut a file short, and
 when a request asks for other limits than it was started with (hard limits only go down). A
 ``--pool threads`` worker borrows from a few children, one request each at a time (``Pool``).
@@ -136,7 +136,7 @@ class Sandbox:
             raise ExtractionError("the extractor could not start (see the worker's log)") from None
         self.isolation = hello.get("isolation") or {}
         global _said
-        if not _said:  # once per process: what holds on this machine (RELIABILITY.md, "Security")
+        if not _said:  # once per process: what holds on this machine (docs/reliability.md, "Security")
             _said = True
             log.info("extraction child isolation: network %s, user %s, environment %s",
                      self.isolation.get("network"), self.isolation.get("user"), self.isolation.get("environment"))

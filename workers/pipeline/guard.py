@@ -12,29 +12,24 @@ the stage.
 from __future__ import annotations
 
 import logging
-import random
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from celery import Task
 from kombu.exceptions import OperationalError
-from opensearchpy.exceptions import ConnectionError as OpenSearchConnectionError
 
-from workers import keys, metrics
-from workers.connections import REDIS_NOT_NOW
-from workers.errors import BadDocument, ProviderUnavailable, PublicError, StoreFull, WriteNotNow
-from workers.settings import get_settings
+from workers import faults, keys, metrics
+from workers.errors import BadDocument, PublicError
 from workers.storage import states
 
 log = logging.getLogger("situate.tasks")
 
-# Unreachable Redis, OpenSearch or broker (kombu's OperationalError: a message that could not be
-# sent), a Redis at maxmemory (its writes refused until memory is free) or without room for a
-# file's text yet, OpenSearch saying "not now", a paid API or S3 failing past one call's attempts
-# (``workers.faults``): the same work, tried again, will do.
-TRANSIENT: tuple[type[BaseException], ...] = (*REDIS_NOT_NOW, OpenSearchConnectionError, OperationalError, TimeoutError,
-                                              ConnectionError, WriteNotNow, StoreFull, ProviderUnavailable)
+# A store away, for the delivery code's except clauses: ``faults.is_store_fault`` as a tuple (the
+# broker's error by its class: this module imports Celery anyway). A provider's fault never comes
+# here: its call waited it out already.
+TRANSIENT: tuple[type[BaseException], ...] = (*faults.STORE_FAULTS, OperationalError)
+
 
 def unit_of(task_name: str, args: Sequence[Any]) -> str | None:
     """The lease key of the unit of work a stage task holds: its document version and stage
@@ -59,7 +54,7 @@ def fail_document(task_name: str, args: Sequence[Any], reason: str) -> None:
 
 
 class PipelineTask(Task):
-    """Transient faults are retried here, in place, with backoff — not with Celery's retry,
+    """A store's transient faults are waited out here, in place (``faults.retrying_stores``) — not with Celery's retry,
     which publishes a new message: when the fault is the broker itself, that publish fails,
     Celery rejects the message, and the document would be lost. In place, the message stays
     held (the heartbeat keeps it) and the stage, idempotent, simply runs again."""
@@ -79,18 +74,10 @@ class PipelineTask(Task):
                             outcome=outcome)
 
     def _run_patiently(self, *args: Any, **kwargs: Any) -> Any:
-        patience = time.monotonic() + get_settings().transient_patience_s
-        delay = 1.0
-        while True:
-            try:
+        for attempt in faults.retrying_stores(self.name.split(".", 1)[1], str(tuple(args[:3]))):
+            with attempt:
                 return self.run(*args, **kwargs)
-            except TRANSIENT as e:
-                metrics.count("stage_transient_retries", 1, stage=self.name.split(".", 1)[1])
-                if time.monotonic() + delay > patience:
-                    raise
-                log.warning("%s%s: %s: %s; again in %.0f s", self.name, tuple(args[:3]), type(e).__name__, e, delay)
-                time.sleep(delay * (0.75 + random.random() / 2))
-                delay = min(delay * 2, 30.0)
+        raise AssertionError("unreachable: tenacity returns or raises")  # pragma: no cover
 
     def on_failure(self, exc: BaseException, task_id: str, args: Sequence[Any], kwargs: dict[str, Any],
                    einfo: Any) -> None:

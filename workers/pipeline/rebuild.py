@@ -2,7 +2,7 @@
 size, language or vector storage, with searches answered throughout.
 
 The next generation is built as a collection of its own, ``<name>~g<n>``, whose index is
-``situate-<name>-g<n>``: the ordinary pipeline runs it (chunk, contextualize, index; the fair
+``situate-<name>.g<n>``: the ordinary pipeline runs it (chunk, contextualize, index; the fair
 gate, leases, the reconciler), reading each document from the body the live generation kept
 when it indexed it (``bodies.keep``) — the source is not needed — and taking the live document's
 version and ``seq``. Its contextualize stage takes every context the live index holds for the

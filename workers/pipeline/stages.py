@@ -116,7 +116,7 @@ class Gate(Protocol):
 class Capacity(Protocol):
     """Room in Redis before a stage writes what it made (``storage.capacity``)."""
 
-    def wait_for_room(self, nbytes: int, what: str, step_s: float = ...) -> None: ...
+    def wait_for_room(self, nbytes: int, what: str) -> None: ...
 
 
 class Counter(Protocol):
@@ -357,9 +357,8 @@ def tail_weight(config: CollectionConfig, chunks: list[Chunk]) -> float:
     """How much of a chunk past a local embedder's 256 tokens counts: the collection's
     ``embed_tail`` for a paged document's chunks (a PDF's, a deck's), none for a text's. On pages
     the header (title, page title, table header) fills the head and the tail holds the table's
-    last rows; a text chunk's tail is only more of its prose. Measured with e5 (2026-12-04 and 05), cut
-    against 0.25: FinanceBench hybrid page@10 64.1 against 67.2; tech_faq_en Pass@10 92.19
-    against 91.31, the cookbook 91.30 against 91.40."""
+    last rows; a text chunk's tail is only more of its prose: the FAQs lost with it, the filings
+    gained (``ops/bench corpora``; docs/decisions.md)."""
     return config.embed_tail if any(c.pages for c in chunks) else 0.0
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import time
 
+from workers import faults
 from workers.connections import redis_client
 from workers.errors import BadDocument, StoreFull
 from workers.settings import get_settings
@@ -47,18 +48,14 @@ def too_full() -> bool:
     return ratio is not None and ratio >= get_settings().redis_memory_high_water
 
 
-def wait_for_room(nbytes: int, what: str, step_s: float = 1.0) -> None:
-    """``make_room``, waiting here while Redis has no room yet (up to SITUATE_TRANSIENT_PATIENCE_S),
-    so that the work which produced ``what`` (an extraction) is not done again for each try."""
-    patience = time.monotonic() + get_settings().transient_patience_s
-    while True:
-        try:
+def wait_for_room(nbytes: int, what: str) -> None:
+    """``make_room``, waiting here while Redis has no room yet (as ``faults`` waits out any store
+    fault: up to SITUATE_TRANSIENT_PATIENCE_S), so that the work which produced ``what`` (an
+    extraction) is not done again for each try."""
+    for attempt in faults.retrying_stores("chunk", f"room for {what}"):
+        with attempt:
             return make_room(nbytes, what)
-        except StoreFull:
-            if time.monotonic() + step_s > patience:
-                raise
-            time.sleep(step_s)
-            step_s = min(2 * step_s, 30.0)
+    raise AssertionError("unreachable: tenacity returns or raises")  # pragma: no cover
 
 
 def make_room(nbytes: int, what: str) -> None:

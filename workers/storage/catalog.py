@@ -67,7 +67,7 @@ class CollectionConfig(BaseModel):
     prompt: str | None = None
     # Whether the embedder sees context + chunk (True) or the chunk alone. None at creation
     # means: yes for LLM contexts (what Contextual Retrieval is), no for the offline ones,
-    # whose terms help BM25 but blur a chunk's vector (measured: see README).
+    # whose terms help BM25 but blur a chunk's vector (``ops/bench corpora``).
     embed_context: bool | None = None
     # Search defaults, overridable per query: the BM25 weight of the context field against
     # the chunk's text; fusion "rrf" (ranks, with its k) or "weighted" (min-max scores); the
@@ -96,7 +96,7 @@ class CollectionConfig(BaseModel):
     # scalar quantisation (int7, floats kept on disk), or bytes we quantise (4x smaller everywhere).
     vectors: str = "float"
     # Which build of the index this is: 1, the index ``situate-<name>`` it was made with; each
-    # ``situate reindex`` makes the next, ``situate-<name>-g<n>``, behind the alias ``situate-<name>``.
+    # ``situate reindex`` makes the next, ``situate-<name>.g<n>``, behind the alias ``situate-<name>``.
     index_generation: int = Field(1, ge=1)
     # Set on a generation being built (a "<name>~g<n>" collection): the live collection it rebuilds.
     rebuilds: str = ""

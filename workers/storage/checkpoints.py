@@ -9,7 +9,8 @@ stored in UTF-8 as it is, not ASCII-escaped (an emoji is 4 bytes, not 12).
 Where Redis has replicas, a context is confirmed on one (``WAIT 1``) before the call that paid for
 it is counted done: replication is asynchronous, and a master killed a moment after it acknowledged
 a checkpoint may not have passed it on, so the replica promoted in its place would not have it and
-the context would be bought again (measured: 7 calls paid twice in a failover with 6 in flight).
+the context would be bought again (the failover fault test paid for more calls twice than were in
+flight before this wait).
 It costs a replica's round trip per context (``ops/bench checkpoints``), next to a call of a
 second or more; without replicas there is nothing to wait for.
 """

@@ -11,22 +11,21 @@ its own section the chunk is in, two cached blocks (``contextualizers.windows``)
 warms the opening and its window; then each other window's first call (reading the opening,
 writing the window), and, once that one is answered, the rest of its chunks.
 
-Faults: 429 waits ``retry-after`` (and empties the shared request bucket so every worker
-backs off); 529 backs off exponentially with jitter; other 5xx and connection errors retry;
-any other 4xx, an empty or refused answer fail the chunk — and so the document, visibly.
+Faults are waited out as ``workers.faults`` decides for every call (a 429 also empties the
+shared request bucket, so every worker backs off); any other 4xx, an empty or refused answer fail
+the chunk — and so the document, visibly.
 """
 
 from __future__ import annotations
 
 import logging
-import random
 import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import Any
 
-from workers import models
+from workers import faults, models
 from workers.chunks.splitting import Chunk
 from workers.contextualizers import prompts, windows
 from workers.contextualizers.base import Context, SourceDocument
@@ -34,7 +33,7 @@ from workers.contextualizers.claude import usage
 from workers.contextualizers.claude.callpool import CallPool, worker_pool
 from workers.contextualizers.claude.providers import Answer, AnthropicProvider, BedrockProvider, Prompt, Provider
 from workers.contextualizers.claude.ratelimit import RateLimiter, TokenCalibration
-from workers.errors import LLMError, ProviderFault, ProviderUnavailable
+from workers.errors import LLMError, ProviderUnavailable
 from workers.settings import get_settings
 from workers.storage.catalog import CollectionConfig
 
@@ -110,62 +109,52 @@ class LLMContextualizer:
         # Reserve what the provider will count: cache reads don't count toward input limits.
         reading = prompt.cache and expect_read
         reserve_in = self.prompt_tokens.reserve(rest_tokens) + (0 if reading else self.document_tokens.reserve(cached_tokens))
-        overloaded = 0  # 529/5xx answers so far: the exponent of the backoff
-        attempt = 0
-        # A 429 is "not now", not a failure: it spends patience, not attempts; only 529/5xx
-        # (and connection errors) count toward llm_max_attempts.
-        patience_until = time.monotonic() + s.llm_rate_limit_patience_s
-        while True:
-            attempt += 1
-            reservation = self.limiter.acquire(reserve_in, s.llm_max_output_tokens)
-            t0 = time.monotonic()
-            first_token: list[float] = []
+        # One call's tries, as ``faults`` decides for every call out of the process. Each try
+        # reserves its share of the shared rate limit first; a 429 empties the request bucket
+        # for its wait, so every worker backs off, not only the one that was told.
+        tries = faults.retrying(on_fault=lambda fault: usage.record_fault(doc.collection, run, fault.kind, self.config.model),
+                                on_wait=lambda fault, wait: self.limiter.penalize(wait) if fault.kind == "http_429" else None)
+        try:
+            for attempt in tries:
+                # Outside the try: waiting on our own limiter is not the provider's fault.
+                reservation = self.limiter.acquire(reserve_in, s.llm_max_output_tokens)
+                with attempt:
+                    t0 = time.monotonic()
+                    first_token: list[float] = []
 
-            # a streamed call: its time to first token (bound now: the loop moves on after the call)
-            def started(counters: dict[str, int], t0: float = t0, first_token: list[float] = first_token) -> None:
-                first_token.append(time.monotonic() - t0)
-                if on_started is not None:
-                    on_started(counters)
+                    # a streamed call: its time to first token (bound now: the loop moves on after the call)
+                    def started(counters: dict[str, int], t0: float = t0, first_token: list[float] = first_token) -> None:
+                        first_token.append(time.monotonic() - t0)
+                        if on_started is not None:
+                            on_started(counters)
 
-            try:
-                answer = self.provider.call(prompt, s.llm_max_output_tokens, started if on_started else None)
-            except ProviderFault as fault:
-                self.limiter.settle(reservation, 0, 0)
-                usage.record_fault(doc.collection, run, fault.kind, self.config.model)
-                # Out of attempts (or patience) on faults that pass: the stage runs again in place
-                # (pipeline.guard), the contexts already paid for checkpointed.
-                if fault.kind != "http_429" and overloaded + 1 >= s.llm_max_attempts:
-                    raise ProviderUnavailable(f"chunk {chunk.n}: gave up after {attempt} attempts ({fault})") from None
-                if fault.kind == "http_429" and time.monotonic() > patience_until:
-                    raise ProviderUnavailable(f"chunk {chunk.n}: still rate limited after "
-                                              f"{s.llm_rate_limit_patience_s:.0f}s ({fault})") from None
-                if fault.kind == "http_429":
-                    delay = fault.retry_after if fault.retry_after is not None else 2.0
-                    self.limiter.penalize(delay)
-                    time.sleep(delay * (1 + random.random() * 0.1))
-                else:
-                    overloaded += 1
-                    time.sleep(min(30.0, 0.5 * 2 ** (overloaded - 1)) * (0.5 + random.random()))
-                continue
-            latency = time.monotonic() - t0
-            charged = answer.input_tokens + answer.cache_write_tokens
-            self.limiter.settle(reservation, charged, answer.output_tokens)
-            self._calibrate(cached_tokens, rest_tokens, answer)
-            cost = models.cost_usd(self.spec, answer.input_tokens, answer.cache_write_tokens,
-                                   answer.cache_read_tokens, answer.output_tokens)
-            u = {"model": self.config.model, "input_tokens": answer.input_tokens,
-                 "cache_write_tokens": answer.cache_write_tokens, "cache_read_tokens": answer.cache_read_tokens,
-                 "output_tokens": answer.output_tokens, "cost_usd": cost, "attempt": attempt,
-                 "latency_ms": round(latency * 1000)}
-            usage.record_call(doc.collection, run, doc.doc_id, chunk.n, self.config.model, u, latency, cost, attempt,
-                              first_token_s=first_token[0] if first_token else None,
-                              text_chars=(len(prompt.cached or ""), len(prompt.instruction)))
-            text = " ".join(answer.text.split())
-            if answer.stop_reason == "refusal":
-                raise LLMError(f"chunk {chunk.n}: the model refused to answer")
-            if not text:
-                raise LLMError(f"chunk {chunk.n}: the model returned an empty context")
-            return Context(text[: s.llm_max_context_chars], u)
+                    try:
+                        answer = self.provider.call(prompt, s.llm_max_output_tokens, started if on_started else None)
+                    except BaseException:
+                        self.limiter.settle(reservation, 0, 0)
+                        raise
+        except ProviderUnavailable as e:
+            raise ProviderUnavailable(f"chunk {chunk.n}: {e}") from None
+        attempt_number = tries.statistics.get("attempt_number", 1)
+        latency = time.monotonic() - t0
+        charged = answer.input_tokens + answer.cache_write_tokens
+        self.limiter.settle(reservation, charged, answer.output_tokens)
+        self._calibrate(cached_tokens, rest_tokens, answer)
+        cost = models.cost_usd(self.spec, answer.input_tokens, answer.cache_write_tokens,
+                               answer.cache_read_tokens, answer.output_tokens)
+        u = {"model": self.config.model, "input_tokens": answer.input_tokens,
+             "cache_write_tokens": answer.cache_write_tokens, "cache_read_tokens": answer.cache_read_tokens,
+             "output_tokens": answer.output_tokens, "cost_usd": cost, "attempt": attempt_number,
+             "latency_ms": round(latency * 1000)}
+        usage.record_call(doc.collection, run, doc.doc_id, chunk.n, self.config.model, u, latency, cost, attempt_number,
+                          first_token_s=first_token[0] if first_token else None,
+                          text_chars=(len(prompt.cached or ""), len(prompt.instruction)))
+        text = " ".join(answer.text.split())
+        if answer.stop_reason == "refusal":
+            raise LLMError(f"chunk {chunk.n}: the model refused to answer")
+        if not text:
+            raise LLMError(f"chunk {chunk.n}: the model returned an empty context")
+        return Context(text[: s.llm_max_context_chars], u)
 
     # -- one document ------------------------------------------------------------------------
     def contextualize(self, doc: SourceDocument, chunks: list[Chunk]) -> Iterator[tuple[Chunk, Context]]:  # noqa: C901 - one loop: the call order reads top down

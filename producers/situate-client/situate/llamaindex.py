@@ -1,4 +1,4 @@
-"""A LlamaIndex retriever over a situate collection (``pip install 'situate[llamaindex]'``).
+"""A LlamaIndex retriever over a situate collection (``pip install 'situate-client[llamaindex]'``).
 
     from situate import LlamaIndexRetriever  # this class
     retriever = LlamaIndexRetriever(collection="docs", url="http://127.0.0.1:8000", token="...", k=5)
@@ -17,8 +17,8 @@ from typing import Any
 from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
-from producers.client import AsyncSituateClient, SituateClient
-from producers.integrations.citations import citation_metadata
+from situate.citations import citation_metadata
+from situate.client import AsyncSituateClient, SituateClient
 
 _HIDDEN = ["doc_id", "chunk", "score", "pages", "section", "title", "context", "metadata"]
 

@@ -1,4 +1,4 @@
-"""A LangChain retriever over a situate collection (``pip install 'situate[langchain]'``).
+"""A LangChain retriever over a situate collection (``pip install 'situate-client[langchain]'``).
 
     from situate import LangChainRetriever  # this class
     retriever = LangChainRetriever(collection="docs", url="http://127.0.0.1:8000", token="...", k=5)
@@ -18,8 +18,8 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import Field, PrivateAttr, SecretStr
 
-from producers.client import AsyncSituateClient, SituateClient
-from producers.integrations.citations import citation_metadata
+from situate.citations import citation_metadata
+from situate.client import AsyncSituateClient, SituateClient
 
 
 class SituateRetriever(BaseRetriever):

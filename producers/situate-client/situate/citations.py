@@ -1,10 +1,19 @@
-"""What a framework's document carries of a hit, the same for LangChain and LlamaIndex."""
+"""Where a hit is, in one line, and what a framework's document carries of it: the same for the
+search page, the MCP server, the CLI and the LangChain and LlamaIndex retrievers (the server
+imports this one recipe)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from producers.retrieval.hits import citation
+
+def citation(doc_id: str, pages: Sequence[int] | None, section: str | None) -> str:
+    """'3M_2018_10K.pdf p. 60 · Item 8 › Cash flows'."""
+    where = doc_id
+    if pages:
+        where += f" p. {pages[0]}" if pages[0] == pages[-1] else f" pp. {pages[0]}-{pages[-1]}"
+    return where + (f" · {section}" if section else "")
 
 
 def citation_metadata(hit: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,62 @@
+"""The one retry policy (``workers.faults``): how many tries, how long each wait, what spends
+what. The errors here are what an SDK raises (a status and its headers), not a service."""
+
+from __future__ import annotations
+
+import pytest
+
+from workers import faults
+from workers.errors import ProviderRefused, ProviderUnavailable
+
+
+class Answered(Exception):
+    """An SDK's error for an HTTP answer: its status and headers."""
+
+    def __init__(self, status: int, retry_after: float | None = None):
+        super().__init__(f"answered {status}")
+        self.status_code = status
+        self.headers = {} if retry_after is None else {"retry-after": str(retry_after)}
+
+
+def run(policy: faults.Policy, answers: list[Exception | str]) -> tuple[object, list[float], int]:
+    """Call through the policy, each try taking the next answer; (result, waits, tries)."""
+    waits: list[float] = []
+    tries = 0
+
+    def call() -> str:
+        nonlocal tries
+        answer = answers[min(tries, len(answers) - 1)]
+        tries += 1
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    try:
+        for attempt in faults.retrying(policy).copy(sleep=waits.append):
+            with attempt:
+                result: object = call()
+    except Exception as e:  # noqa: BLE001 - what the policy let through is the result
+        result = e
+    return result, waits, tries
+
+
+def test_a_provider_answering_529_for_ever_costs_the_documented_tries_and_waits():
+    result, waits, tries = run(faults.Policy(patience_s=600, rate_limit_patience_s=600, max_attempts=4), [Answered(529)])
+    assert isinstance(result, ProviderUnavailable) and "gave up after 4 tries" in str(result)
+    assert tries == 4 and len(waits) == 3
+    for n, wait in enumerate(waits, start=1):  # 0.5 s doubling, times a jitter in [0.5, 1.5)
+        assert 0.5 * 2 ** (n - 1) * 0.5 <= wait < 0.5 * 2 ** (n - 1) * 1.5, waits
+
+
+def test_a_429_spends_patience_not_tries_and_its_retry_after_is_waited():
+    policy = faults.Policy(patience_s=600, rate_limit_patience_s=600, max_attempts=1)
+    result, waits, tries = run(policy, [Answered(429, retry_after=2), Answered(429, retry_after=2), "ok"])
+    assert result == "ok" and tries == 3
+    assert all(2.0 <= w <= 2.2 for w in waits), waits
+
+
+def test_a_refusal_is_not_tried_again():
+    result, waits, tries = run(faults.Policy(600, 600), [Answered(400)])
+    assert isinstance(result, Answered) and tries == 1 and waits == []
+    with pytest.raises(ProviderRefused, match="400"):
+        faults.call(lambda: (_ for _ in ()).throw(Answered(400)), "test", faults.Policy(600, 600))
