@@ -15,6 +15,11 @@ with, measured in the same run on the same machine.
     hostile   what a hostile tenant's files cost the others: time, Redis, the API's memory (bench_hostile)
     checkpoints  a context checkpoint's latency with and without a replica confirming it (bench_checkpoints)
     search-page  the search page's latency, its page images' and their memory, on FinanceBench (bench_search_page)
+    control   status, failed, /metrics, the dashboard, the listing, a reconciler pass at 10k-1M documents (bench_control)
+    fleet     round trips per document and stage, chunks/s with 1 and 5 ms added each way (bench_fleet; root, namespaces)
+    index     hybrid search at 100k and 1M chunks, 1 and 16 clients, OpenSearch's memory, float and byte (bench_index)
+    tiny      one-chunk documents through the whole pipeline: docs/s by tenth, Redis and RSS per document (bench_tiny)
+    batches   Message Batches grouped: cost against one batch a document, 10,000 documents at the first tier (bench_batches)
 
 ``ops/bench --record NAME …`` also writes the run's output into NAME's section of
 docs/benchmarks.md (``benchmarks``): the one place measured figures live.
@@ -32,10 +37,14 @@ os.environ.setdefault("SITUATE_ALLOWED_EMBEDDERS", "*")
 os.environ.setdefault("SITUATE_ALLOWED_RERANKERS", "*")
 
 from ops import (
+    bench_batches,
     bench_checkpoints,
+    bench_control,
     bench_corpora,
     bench_extractors,
+    bench_fleet,
     bench_hostile,
+    bench_index,
     bench_llm_cost,
     bench_memory,
     bench_reconcile,
@@ -44,6 +53,7 @@ from ops import (
     bench_scale,
     bench_search_page,
     bench_situate,
+    bench_tiny,
     benchmarks,
 )
 
@@ -103,6 +113,26 @@ def main() -> None:
     sp = sub.add_parser("search-page")
     sp.add_argument("--collection", default="bench-financebench", help="ingested from the filings if missing")
     sp.set_defaults(fn=bench_search_page.bench_search_page)
+    co = sub.add_parser("control")
+    co.add_argument("--documents", type=int, default=1_000_000, help="the largest of 10k, 100k, 1M to reach")
+    co.set_defaults(fn=bench_control.bench_control)
+    fl = sub.add_parser("fleet")
+    fl.add_argument("--documents", type=int, default=60)
+    fl.add_argument("--chunks", type=int, default=4, help="chunks per document")
+    fl.add_argument("--concurrency", type=int, default=2, help="pool processes of the chunk and index workers")
+    fl.set_defaults(fn=bench_fleet.bench_fleet)
+    ix = sub.add_parser("index")
+    ix.add_argument("--chunks", type=int, default=1_000_000, help="the largest of 100k, 1M to reach")
+    ix.add_argument("--vectors", default="", help="storages to run, comma-separated (default: float,byte)")
+    ix.set_defaults(fn=bench_index.bench_index)
+    ti = sub.add_parser("tiny")
+    ti.add_argument("--documents", type=int, default=100_000)
+    ti.add_argument("--backlog-mb", type=int, default=4, help="the producer's backlog budget")
+    ti.set_defaults(fn=bench_tiny.bench_tiny)
+    ba = sub.add_parser("batches")
+    ba.add_argument("--documents", type=int, default=10_000, help="documents at the first tier's limits")
+    ba.add_argument("--cost-documents", type=int, default=300, help="documents in each cost run")
+    ba.set_defaults(fn=bench_batches.bench_batches)
     args = parser.parse_args()
     args.fn(args)
 

@@ -93,10 +93,11 @@ class Worker:
     """A real ``situate worker`` process (Celery, its pool children in its process group)."""
 
     def __init__(self, concurrency: int = 2, extra: list[str] | None = None, env: dict[str, str] | None = None,
-                 name: str | None = None, ready_timeout: float = 90):
+                 name: str | None = None, ready_timeout: float = 90, prefix: list[str] | None = None):
+        """``prefix``: what the command runs under (``ip netns exec NS``: a host of a fleet)."""
         self.name = name or f"worker-{uuid.uuid4().hex[:6]}"
         self.ended_on_purpose = False
-        self.proc, self.log = _spawn([SITUATE, "worker", "--concurrency", str(concurrency), "--hostname",
+        self.proc, self.log = _spawn([*(prefix or []), SITUATE, "worker", "--concurrency", str(concurrency), "--hostname",
                                       f"{self.name}@%h", "--loglevel", "INFO", *(extra or [])], self.name, env)
         deadline = time.monotonic() + ready_timeout
         try:
@@ -230,12 +231,16 @@ class FaultyProxy:
 class Api:
     """A real ``situate api`` (uvicorn) on a free port."""
 
-    def __init__(self, env: dict[str, str] | None = None, ready_timeout: float = 60):
+    def __init__(self, env: dict[str, str] | None = None, ready_timeout: float = 60, host: str = "127.0.0.1",
+                 prefix: list[str] | None = None):
+        """``host``: the address it listens on (off loopback it needs SITUATE_API_TOKEN);
+        ``prefix``: what it runs under (``ip netns exec NS``: a fleet's host)."""
         import httpx
 
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.proc, self.log = _spawn([SITUATE, "api", "--port", str(self.port)], f"api-{self.port}", env)
+        self.url = f"http://{host}:{self.port}"
+        self.proc, self.log = _spawn([*(prefix or []), SITUATE, "api", "--host", host, "--port", str(self.port)],
+                                     f"api-{self.port}", env)
         deadline = time.monotonic() + ready_timeout
         while True:
             if self.proc.poll() is not None:

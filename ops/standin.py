@@ -63,6 +63,13 @@ class Config:
     limits: dict[str, dict[str, int]] = field(default_factory=dict)  # model -> {rpm, itpm, otpm}
     burst_s: float = 60.0
     batch_delay_s: float = 0.5
+    # The Batches API's limits (standin_batches): a minute's requests (0: none), its queue, a batch's size.
+    batch_rpm: int = 0
+    batch_burst_s: float = 60.0  # the budget's capacity, in seconds of it (the API: a minute's)
+    batch_queue_limit: int = 100_000
+    batch_max_requests: int = 100_000
+    batch_max_bytes: int = 256_000_000
+    batch_expire_marker: str = ""  # a batch request whose chunk holds it expires
     # Fault injection for tests: a request whose last block (the chunk instruction) contains
     # ``fail_marker`` gets a 400, one containing ``empty_marker`` an empty answer.
     fail_marker: str = ""
@@ -102,6 +109,12 @@ class StandIn:
         self.config = config
         self.reset()
 
+    def batch_bucket(self, rpm: int) -> Bucket:
+        """The Batches API's per-minute budget, all its endpoints together (``batch_burst_s`` of it at once)."""
+        if self._batch_bucket is None or round(self._batch_bucket.rate * 60) != rpm:
+            self._batch_bucket = Bucket(rpm, self.config.batch_burst_s)
+        return self._batch_bucket
+
     def reset(self) -> None:
         self.cache: dict[str, dict[str, float]] = {}
         self.buckets: dict[str, list[Bucket]] = {}
@@ -109,11 +122,15 @@ class StandIn:
         self.stats: dict[str, Any] = {"requests": 0, "ok": 0, "http_429": 0, "http_529": 0, "input_tokens": 0,
                                       "cache_write_tokens": 0, "cache_read_tokens": 0, "output_tokens": 0,
                                       "in_flight": 0, "max_in_flight": 0, "first_at": None, "last_at": None,
-                                      "batch_requests": 0, "breakpoints": 0, "http_429_by": {}, "busy_s": 0.0}
+                                      "batch_requests": 0, "breakpoints": 0, "http_429_by": {}, "busy_s": 0.0,
+                                      "batch_creations": 0, "batch_api_requests": 0, "batch_api_429": 0,
+                                      "batch_queue_429": 0, "batch_refused_size": 0}
         self.flight_changed_at: float | None = None  # last time the calls in flight changed
         self.admitted: list[float] = []  # wall-clock time of each request let through
         self.admitted_tokens: list[int] = []  # and the input tokens it was charged
         self.batches: dict[str, dict[str, Any]] = {}
+        self._batch_bucket: Bucket | None = None
+        self.expired: set[str] = set()  # batch requests expired once (``batch_expire_marker``)
         self.paid: dict[str, int] = {}  # answers billed, per prompt: a prompt billed twice was paid twice
         self.spans: list[list[float]] = []  # [start, end] wall-clock of each call (end 0 while in flight)
 

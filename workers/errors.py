@@ -120,7 +120,13 @@ class Denied(PublicError):
 
 
 class Busy(PublicError, RuntimeError):
-    """Not now, for seconds: the collection is switching to its new generation (a reindex)."""
+    """Not now, for seconds: the collection is switching to its new generation (a reindex), or
+    the pipeline's backlog is full (``BacklogFull``)."""
+
+
+class BacklogFull(Busy):
+    """The documents in flight weigh ``SITUATE_BACKLOG_MB``: the next waits where it is (its
+    source) until the workers have made room."""
 
 
 class QueryFileError(PublicError, ValueError):

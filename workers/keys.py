@@ -68,6 +68,19 @@ def doc_lock(collection: str, doc_id: str) -> str:
 MOVING = _key("moving")  # in-flight documents by when they last moved (the reconciler's)
 
 
+BACKLOG = _key("backlog", "bytes")  # what the documents in flight weigh, against SITUATE_BACKLOG_MB
+
+
+def failed(collection: str) -> str:
+    """A collection's failed documents by when they failed: ``situate failed`` reads a page of it."""
+    return _key("failed", collection)
+
+
+def failed_indexed(collection: str) -> str:
+    """The failed index was filled from a scan, once (a collection older than the index)."""
+    return _key("failed", collection, "indexed")
+
+
 # What a document's stages hand on (storage/bodies.py, storage/checkpoints.py)
 def body(name: str) -> str:
     return _key("body", name)
@@ -123,6 +136,20 @@ def warm(collection: str, version: str, doc_id: str) -> str:
 
 
 RECONCILER = _key("reconciler")  # the lease of the worker running the reconciler
+BATCH_TENDER = _key("batches", "tender")  # the lease of the worker tending Message Batches
+
+# Message Batches grouped across documents (storage/batch_pool.py)
+BATCH_POOL = _key("batches", "pool")  # the documents' steps waiting for the next batch, oldest first
+BATCH_POOL_SIZE = _key("batches", "pool", "size")  # {requests, bytes} of what the pool holds
+BATCH_WAITING = _key("batches", "waiting")  # the documents (collection \x1f id) in the pool or a batch
+BATCHES_OPEN = _key("batches", "open")  # batch id -> what it holds, while it runs
+BATCH_CREATING = _key("batches", "creating")  # a batch being created: what it holds, until recorded
+BATCH_SCHEDULED = _key("batches", "scheduled")  # when the next tend is due (wall clock)
+
+
+def batch_members(batch_id: str) -> str:
+    """A batch's requests, in order: its results' ``custom_id`` is an index into them."""
+    return _key("batches", "members", batch_id)
 REBUILDER = _key("rebuilder")  # the lease of the worker advancing reindexes
 
 
@@ -185,6 +212,7 @@ def fair_debts(queue: str) -> str:
 KOMBU_UNACKED, KOMBU_UNACKED_INDEX, KOMBU_UNACKED_MUTEX = "unacked", "unacked_index", "unacked_mutex"
 
 WORKERS = namespace("workers")
+WORKERS_ONLINE = _key("workers-online")  # hostnames by when their record lapses (storage/presence.py)
 SESSIONS = namespace("sessions")
 
 

@@ -21,7 +21,18 @@ from workers.contextualizers import prompts, registry
 from workers.embedding import registry as embedders
 from workers.errors import CollectionError, Conflict, NotAllowed
 from workers.settings import get_settings
-from workers.storage import bill, bodies, catalog, checkpoints, chunk_index, fairqueue, states, tokens
+from workers.storage import (
+    batch_pool,
+    bill,
+    bodies,
+    catalog,
+    checkpoints,
+    chunk_index,
+    fairqueue,
+    index_mapping,
+    states,
+    tokens,
+)
 from workers.storage.catalog import FUSIONS, LANGUAGES, SEARCH_FIELDS, SHAPING_FIELDS, CollectionConfig
 
 # The offline embedder a collection gets when none is named: the English models read English
@@ -29,12 +40,13 @@ from workers.storage.catalog import FUSIONS, LANGUAGES, SEARCH_FIELDS, SHAPING_F
 EMBEDDER_FOR_LANGUAGE = {"english": "local-e5", "french": "local-multilingual", "german": "local-multilingual"}
 
 
-def ensure(name: str, **requested: Any) -> CollectionConfig:
+def ensure(name: str, expected_chunks: int | None = None, **requested: Any) -> CollectionConfig:
     """Return the collection, creating it with ``requested`` values over the environment's.
 
     ``requested`` holds only what the caller asked for explicitly (None = not asked). For an
     existing collection, an explicit value that differs from the stored one is an error that
-    names the remedy, never a silent mix.
+    names the remedy, never a silent mix. ``expected_chunks`` sizes a new index's shards when
+    none are named (``index_mapping.shards_for``); an existing collection ignores it.
     """
     _check_user_name(name)
     requested = {k: v for k, v in requested.items() if v is not None}
@@ -47,10 +59,10 @@ def ensure(name: str, **requested: Any) -> CollectionConfig:
         chunk_index.ensure_index(existing)
         return existing
     _refuse_while_dropping(name)
-    config = _new_config(name, requested)
+    config = _new_config(name, requested, expected_chunks)
     chunk_index.check_free(config)  # an index of that name another collection owns (an old build's)
     if not catalog.store_new(config):  # created meanwhile by another producer: check against it
-        return ensure(name, **requested)
+        return ensure(name, expected_chunks, **requested)
     chunk_index.ensure_index(config)
     return config
 
@@ -67,7 +79,7 @@ def _refuse_while_dropping(name: str) -> None:
                        "unreachable?): drop it again to finish, then create it")
 
 
-def planned(name: str, **requested: Any) -> CollectionConfig:
+def planned(name: str, expected_chunks: int | None = None, **requested: Any) -> CollectionConfig:
     """The collection as ``ensure`` would return it, stored and created nowhere (an estimate)."""
     _check_user_name(name)
     requested = {k: v for k, v in requested.items() if v is not None}
@@ -75,7 +87,7 @@ def planned(name: str, **requested: Any) -> CollectionConfig:
     if existing is not None:
         _check_same(existing, requested)
         return existing
-    return _new_config(name, requested)
+    return _new_config(name, requested, expected_chunks)
 
 
 def _check_same(config: CollectionConfig, requested: dict[str, Any]) -> None:
@@ -95,12 +107,13 @@ def _check_same(config: CollectionConfig, requested: dict[str, Any]) -> None:
     )
 
 
-def _new_config(name: str, requested: dict[str, Any]) -> CollectionConfig:
+def _new_config(name: str, requested: dict[str, Any], expected_chunks: int | None = None) -> CollectionConfig:
     s = get_settings()
     # The environment's defaults for a new collection; its reranker stays None (the server's,
     # SITUATE_RERANKER, at query time) unless asked.
     values = {f: getattr(s, f) for f in SHAPING_FIELDS + SEARCH_FIELDS if hasattr(s, f) and f != "reranker"}
     values.update(requested)
+    values["index_shards"] = values.get("index_shards") or 1  # 0: set below, from the expected size
     generation = uuid.uuid4().hex[:12]
     config = CollectionConfig(name=name, generation=generation, collection_id=generation, created=round(time.time(), 3),
                               index=catalog.index_for(name, 1), **values)
@@ -108,7 +121,21 @@ def _new_config(name: str, requested: dict[str, Any]) -> CollectionConfig:
         config.embedder = EMBEDDER_FOR_LANGUAGE[config.language]
     if config.embed_context is None:
         config.embed_context = registry.is_model_written(config.contextualizer)
+    if "index_shards" not in requested and not s.index_shards:  # 0: follow the expected size
+        config.index_shards = index_mapping.shards_for(expected_chunks or s.expected_chunks, config)
     return _checked(config)
+
+
+def set_replicas(name: str, spec: str) -> CollectionConfig:
+    """Change a collection's replicas in place: OpenSearch copies or drops shards while the index
+    serves (what replicas hold is the primaries' data: nothing is rebuilt)."""
+    config = catalog.load(name)
+    if config.index_replicas == spec:
+        raise CollectionError(f"collection {name!r} has these settings already: name one to change")
+    updated = config.model_copy(update={"index_replicas": spec})
+    chunk_index.set_replicas(updated)
+    catalog.store(updated)
+    return updated
 
 
 def rebuilt(live: CollectionConfig, changes: dict[str, Any]) -> CollectionConfig:
@@ -217,6 +244,7 @@ def delete(name: str) -> None:
     _drop_generations(name)
     chunk_index.delete_index(config)
     fairqueue.forget_collection(name)
+    batch_pool.forget_collection(name)
     states.forget_collection(name)
     checkpoints.forget_collection(name)
     bodies.body_store().forget_collection(name)

@@ -56,7 +56,8 @@ class Settings(BaseSettings):
     rrf_k: int | None = None          # RRF's k (unset: by the collection's share of paged chunks)
     embed_tail: float = Field(0.25, ge=0, le=1)  # weight of a paged chunk's tokens past a local embedder's 256 (0: cut there)
     embed_header: Literal["cover", "all", "none"] = "cover"  # what of an extracted document's offline header the vectors read
-    index_shards: int = 1             # the index's primary shards
+    index_shards: int = Field(0, ge=0, le=64)  # a new index's primary shards (0: by the collection's expected size)
+    expected_chunks: int = Field(0, ge=0)  # the size a new collection's shards are made for when not named
     index_replicas: str = "0-1"       # replicas: a count, or a range kept to the nodes there are
     vectors: Literal["float", "lucene-sq", "byte"] = "float"  # how vectors are stored: exact, Lucene's int7, int8
 
@@ -83,6 +84,7 @@ class Settings(BaseSettings):
     max_request_bytes: int = 72_000_000  # an HTTP request body, chunked uploads included (413)
     max_batch_documents: int = 1000   # documents in one HTTP request
     redis_memory_high_water: float = 0.85  # share of Redis's maxmemory at which producers are told to wait (503 + Retry-After)
+    backlog_mb: int = 256             # documents submitted and not yet indexed or failed weigh this at most; past it producers wait (503 + Retry-After)
 
     # ## Delivery and faults
     # A worker that dies has its documents taken up by another within the recovery time; a live
@@ -130,7 +132,12 @@ class Settings(BaseSettings):
     llm_long_doc_window_tokens: int = 12_000  # a long document's section window
     rate_limits: dict[str, dict[str, int]] = {}  # per model, {"rpm", "itpm", "otpm"}; unlisted models: workers/models.py's
     rate_limit_burst_s: float = 60.0  # a rate bucket's capacity, in seconds of its limit
-    batch_poll_s: float = 30.0        # Message Batches: how often a pending batch is polled
+    batch_poll_s: float = 30.0        # Message Batches: how often a running batch is polled
+    batch_wait_s: float = 60.0        # the longest a document's step waits in the pool for a fuller batch
+    batch_api_rpm: int = 50           # the account's Batches API requests per minute (creations, polls, results: the first tier's 50)
+    batch_queue_limit: int = 100_000  # requests the account may have waiting in the Batches API's processing queue
+    batch_max_requests: int = 100_000  # requests a batch holds at most (the API's limit)
+    batch_max_bytes: int = 256_000_000  # a batch's size at most (the API's limit)
     llama_model: str = ""             # the llama contextualizer's default GGUF file (in SITUATE_MODELS_DIR)
     llama_n_ctx: int = 4096           # its window in tokens
     llama_threads: int = 0            # its threads (0: llama.cpp's default)

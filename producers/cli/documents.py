@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,28 +17,37 @@ if TYPE_CHECKING:
     from workers.documents.validation import RawDocument
 
 
-def _queue_all(config: Any, documents: Iterable[Any], run: str, batch: bool, progress: Any, task: Any, listing: Any,
-               seen: dict[str, set[str]]) -> list[Any]:
-    """Submit every document, each recorded against the source it came from (``--sync``)."""
+def _queue_all(config: Any, documents: Iterable[tuple[str, Any]], run: str, batch: bool, tracker: Any,
+               show: Callable[[str], None], listing: Any) -> None:
+    """Submit every document (``(source, raw)``), each recorded against the source it came from
+    (``--sync``), following the ones in flight as it goes: when the backlog is full, the next
+    document waits in its source while the workers make room."""
     import time
 
     from producers.ingest import s3, submit
     from producers.ingest import sync as sync_
     from workers.storage import capacity
 
-    submissions = []
-    for raw in documents:
+    def waiting(busy: Exception) -> None:
+        tracker.poll()
+        show("waiting: the collection is switching generations" if not isinstance(busy, errors.BacklogFull)
+             else "waiting for room: the backlog is full")
+
+    last_poll = time.monotonic()
+    for source, raw in documents:
         while capacity.too_full():  # Redis near its limit: let the workers drain it first
-            progress.update(task, description="waiting for Redis to drain")
+            show("waiting for Redis to drain")
+            tracker.poll()
             time.sleep(2)
-        submission = submit.submit_when_free(config, raw, run, batch, on_wait=lambda: progress.update(
-            task, description="waiting: the collection is switching generations"))
+        submission = submit.submit_when_free(config, raw, run, batch, on_wait=waiting)
         if submission.state != "failed":
             s3.remember(config.name, raw.doc_id, listing)
-        sync_.record(config.name, raw.doc_id, next(src for src, ids in seen.items() if raw.doc_id in ids))
-        submissions.append(submission)
-        progress.update(task, description="queueing", advance=1)
-    return submissions
+        sync_.record(config.name, raw.doc_id, source)
+        tracker.add(submission)
+        if time.monotonic() - last_poll > 1.0:
+            tracker.poll()
+            last_poll = time.monotonic()
+            show("queueing")
 
 
 def _check_sources(paths: list[str], fmt: str) -> None:
@@ -81,7 +90,10 @@ def ingest(
     dense_weight: float | None = typer.Option(
         None, help="At creation: weight of the dense side in fusion (default: by the collection's share of code)."),
     rrf_k: int | None = typer.Option(None, "--rrf-k", min=1, max=1000, help="At creation: RRF's k."),
-    index_shards: int | None = typer.Option(None, min=1, max=64, help="At creation: the index's primary shards."),
+    index_shards: int | None = typer.Option(None, min=1, max=64, help="At creation: the index's primary shards "
+                                            "(default: by --expected-chunks)."),
+    expected_chunks: int | None = typer.Option(None, min=0, help="At creation: about how many chunks the collection "
+                                               "will hold (a PDF page makes about two), to size its index's shards."),
     index_replicas: str | None = typer.Option(
         None, help="At creation: replicas, a count (1) or a range kept to the nodes there are (0-1, the default)."),
     vectors: str | None = typer.Option(None, help="At creation: float (exact, the default) | lucene-sq | byte."),
@@ -111,15 +123,17 @@ def ingest(
     selection = loaders.Selection(include=include, exclude=exclude, follow_symlinks=follow_symlinks)
     skipped = loaders.Skipped()
 
-    seen: dict[str, set[str]] = {}  # source -> the documents this pass found in it
+    seen: dict[str, set[str]] = {}  # with --sync: source -> the documents this pass found in it
 
-    def documents() -> Iterator[RawDocument]:
+    def documents() -> Iterator[tuple[str, RawDocument]]:
         for p in paths:
-            found = seen.setdefault(sync_.source_of(p), set())
+            source = sync_.source_of(p)
+            found = seen.setdefault(source, set()) if sync else None
             for raw in (s3.documents(collection, p, listing) if s3.is_s3(p)
                         else loaders.load([p], fmt, selection, skipped)):
-                found.add(raw.doc_id)
-                yield raw
+                if found is not None:
+                    found.add(raw.doc_id)
+                yield source, raw
 
     requested = dict(contextualizer=contextualizer, model=model, embedder=embedder,
                      embed_model=embed_model, embed_tail=embed_tail, embed_header=embed_header, language=language,
@@ -127,7 +141,7 @@ def ingest(
                      context_weight=context_weight, fusion=fusion, dense_weight=dense_weight, rrf_k=rrf_k,
                      index_shards=index_shards, index_replicas=index_replicas, vectors=vectors)
     if estimate:
-        return _print_estimate(collection, requested, documents(), json_output)
+        return _print_estimate(collection, requested, (raw for _, raw in documents()), json_output)
     if (dry_run or force) and not sync:
         fail("--dry-run and --force go with --sync")
     if sync and dry_run:
@@ -135,56 +149,64 @@ def ingest(
             pass
         _sync(collection, paths, seen, listing, skipped, dry_run=True, force=force, json_output=json_output)
         return
-    config = open_or_create(collection, **requested)
+    config = open_or_create(collection, expected_chunks=expected_chunks, **requested)
     if batch and config.contextualizer != "anthropic":
         fail("--batch needs a collection situated with the anthropic contextualizer")
-    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
                         TimeElapsedColumn(), console=err, disable=json_output)
     run = submit.new_run()
+    tracker = submit.Tracker(config)
     with progress:
-        task = progress.add_task("queueing", total=None)
-        submissions = _queue_all(config, documents(), run, batch, progress, task, listing, seen)
-        progress.update(task, total=len(submissions))
-        if no_wait:
-            final = {s.doc_id: {"doc_id": s.doc_id, "state": s.state, "error": s.error} for s in submissions}
-        else:
-            progress.reset(task, total=len(submissions), description="indexing")
-            final = submit.wait(config, submissions, timeout=timeout,
-                                on_progress=lambda done, total: progress.update(task, completed=done))
+        task = progress.add_task("queueing", total=None, rate="")
+
+        def show(what: str, total: int | None = None) -> None:
+            progress.update(task, description=f"{what}: {tracker.counts['submitted']:,} submitted",
+                            completed=tracker.ended, total=total, rate=f"{tracker.rate():,.1f} documents/s")
+
+        _queue_all(config, documents(), run, batch, tracker, show, listing)
+        if not no_wait:
+            tracker.follow(timeout, lambda t: show("indexing", total=t.counts["submitted"]))
             # Indexed chunks become searchable at the next refresh (1 s); when this command
             # returns, they should already be.
             from workers.storage import chunk_index
 
             chunk_index.refresh(config)
-    failed = [d for d in final.values() if d["state"] == "failed"]
-    pending = [d for d in final.values() if d["state"] not in ("indexed", "failed", "unchanged") and not no_wait]
-    unchanged = sum(1 for s in submissions if s.state == "unchanged")
-    summary = {"collection": collection, "run": run, "documents": len(submissions), "unchanged": unchanged,
-               "s3_skipped": listing.skipped,
-               "indexed": sum(1 for d in final.values() if d["state"] == "indexed"),
-               "queued": sum(1 for d in final.values() if d["state"] == "queued") if no_wait else 0,
-               "failed": [{"doc_id": d["doc_id"], "error": d.get("error")} for d in failed],
-               "pending": [d["doc_id"] for d in pending],
-               "skipped": {"count": skipped.count, "by_reason": skipped.by_reason}}
-    if json_output:
-        print(json.dumps(summary))
-    else:
-        verb = "queued" if no_wait else "indexed"
-        out.print(f"{safe(collection)}: {len(submissions)} documents, "
-                  f"{summary['queued'] if no_wait else summary['indexed']} {verb} "
-                  f"({unchanged} unchanged), {len(failed)} failed"
-                  + (f", {skipped.count} skipped" if skipped.count else "")
-                  + (f"; {listing.skipped} S3 objects unchanged since last time, not read" if listing.skipped else "")
-                  + (f", {len(pending)} still pending" if pending else ""))
-        for d in failed:
-            out.print(f"  [red]failed[/red] {safe(d['doc_id'])}: {safe(d.get('error'))}", highlight=False)
-        for reason, rels in skipped.by_reason.items():
-            shown = ", ".join(safe(r) for r in rels[:10]) + (f" and {len(rels) - 10} more" if len(rels) > 10 else "")
-            out.print(f"  [yellow]skipped[/yellow] {len(rels)} ({safe(reason)}): {shown}", highlight=False)
+    failed, pending = _report(collection, run, tracker, listing, skipped, no_wait, json_output)
     refused = _sync(collection, paths, seen, listing, skipped, dry_run=False, force=force,
                     json_output=json_output) if sync else False
     if failed or pending or refused:
         raise typer.Exit(1)
+
+
+def _report(collection: str, run: str, tracker: Any, listing: Any, skipped: Any, no_wait: bool,
+            json_output: bool) -> tuple[list[dict[str, Any]], list[str]]:
+    """The ingest's summary, printed or as JSON; (failed, still pending)."""
+    counts, failed = tracker.counts, tracker.failed
+    pending = [] if no_wait else sorted(tracker.pending)
+    unchanged = counts["unchanged"]
+    summary = {"collection": collection, "run": run, "documents": counts["submitted"], "unchanged": unchanged,
+               "s3_skipped": listing.skipped,
+               "indexed": counts["indexed"] + unchanged,
+               "queued": len(tracker.pending) if no_wait else 0,
+               "failed": [{"doc_id": d["doc_id"], "error": d.get("error")} for d in failed],
+               "pending": pending,
+               "skipped": {"count": skipped.count, "by_reason": skipped.by_reason}}
+    if json_output:
+        print(json.dumps(summary))
+        return failed, pending
+    verb = "queued" if no_wait else "indexed"
+    out.print(f"{safe(collection)}: {counts['submitted']} documents, "
+              f"{summary['queued'] if no_wait else summary['indexed']} {verb} "
+              f"({unchanged} unchanged), {len(failed)} failed"
+              + (f", {skipped.count} skipped" if skipped.count else "")
+              + (f"; {listing.skipped} S3 objects unchanged since last time, not read" if listing.skipped else "")
+              + (f", {len(pending)} still pending" if pending else ""))
+    for d in failed:
+        out.print(f"  [red]failed[/red] {safe(d['doc_id'])}: {safe(d.get('error'))}", highlight=False)
+    for reason, rels in skipped.by_reason.items():
+        shown = ", ".join(safe(r) for r in rels[:10]) + (f" and {len(rels) - 10} more" if len(rels) > 10 else "")
+        out.print(f"  [yellow]skipped[/yellow] {len(rels)} ({safe(reason)}): {shown}", highlight=False)
+    return failed, pending
 
 
 def _sync(collection: str, paths: list[str], seen: dict[str, set[str]], listing: Any, skipped: Any, dry_run: bool,
@@ -293,19 +315,22 @@ def delete(ids: list[str] = typer.Argument(..., help="Document ids."),
 
 
 def failed(collection: str = typer.Option(..., "--collection", "-c"),
-           limit: int = typer.Option(100, help="At most this many."),
+           limit: int = typer.Option(100, help="At most this many (a page)."),
+           offset: int = typer.Option(0, min=0, help="Skip this many: the next page starts at offset + limit."),
            json_output: bool = typer.Option(False, "--json")) -> None:
-    """Failed documents, with their reasons."""
+    """Failed documents, newest first, with their reasons: a page at a time."""
     from workers.storage import states
 
     existing(collection)
-    rows = [d for d in states.get_many(collection, states.doc_ids(collection, states.FAILED, limit)) if d]
+    ids, total = states.failed_ids(collection, offset, limit)
+    rows = [d for d in states.get_many(collection, ids) if d]
     if json_output:
         print(json.dumps([{"doc_id": d["doc_id"], "error": d["error"]} for d in rows]))
         return
     for d in rows:
         out.print(f"[red]failed[/red] {safe(d['doc_id'])}: {safe(d['error'])}", highlight=False)
-    out.print(f"{len(rows)} failed" + (" (first ones shown; --limit)" if len(rows) == limit else ""))
+    more = f"; the next page: --offset {offset + limit}" if offset + len(rows) < total else ""
+    out.print(f"{total:,} failed, {offset + 1 if rows else 0}-{offset + len(rows)} shown{more}")
 
 
 def retry(ids: list[str] = typer.Argument(None, help="Document ids (default: every failed one)."),

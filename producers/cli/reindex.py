@@ -27,6 +27,9 @@ def reindex(
     chunk_overlap: int | None = typer.Option(None, help="Overlap in tokens."),
     language: str | None = typer.Option(None, help="english | french | german."),
     vectors: str | None = typer.Option(None, help="float (exact) | lucene-sq | byte: how vectors are stored."),
+    index_shards: int | None = typer.Option(None, min=1, max=64, help="The index's primary shards."),
+    index_replicas: str | None = typer.Option(
+        None, help="Replicas: a count (1) or a range kept to the nodes there are (0-1); alone, changed in place."),
     estimate: bool = typer.Option(False, "--estimate", help="Print the bill (calls, tokens, cost) and change nothing."),
     rollback: bool = typer.Option(False, "--rollback", help="Abandon the reindex under way, or go back to the "
                                   "previous generation after one."),
@@ -47,7 +50,7 @@ def reindex(
     changes = dict(model=model, contextualizer=contextualizer, embedder=embedder, embed_model=embed_model,
                    embed_tail=embed_tail, embed_header=embed_header, chunk_tokens=chunk_tokens,
                    chunk_overlap=chunk_overlap, language=language,
-                   vectors=vectors)
+                   vectors=vectors, index_shards=index_shards, index_replicas=index_replicas)
     try:
         if rollback or finish or show:
             if sum((rollback, finish, show)) > 1 or any(v is not None for v in changes.values()):
@@ -62,6 +65,9 @@ def reindex(
         record = rebuild.start(collection, **changes)
     except (errors.CollectionError, ValueError) as e:
         fail(str(e))
+    if record.get("in_place"):
+        _print(record, json_output)
+        return
     if not json_output:
         out.print(f"{safe(collection)}: building generation {record['to']} ({safe(record['changes'])}); searches "
                   f"answer from generation {record['from']} meanwhile", highlight=False)

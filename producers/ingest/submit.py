@@ -58,6 +58,8 @@ def submit_one(config: CollectionConfig, raw: RawDocument, run: str | None = Non
     version, meta, chunks = doc.version, doc.metadata_hash, doc.chunks
     if states.is_unchanged(config.name, raw.doc_id, version, meta):
         return Submission(raw.doc_id, "unchanged", version)
+    nbytes = len(original.data) if original else len(str(doc.body).encode("utf-8"))
+    _admit(nbytes)
     payload = {"text": None if original else doc.body, "metadata": raw.metadata, "run": run, "batch": batch,
                "chunks": None if chunks is None else [c.model_dump() for c in chunks]}
     if original:
@@ -68,23 +70,35 @@ def submit_one(config: CollectionConfig, raw: RawDocument, run: str | None = Non
         if original:
             body_store().put_original(config.name, raw.doc_id, version, original.data)
         body_store().put(config.name, raw.doc_id, version, payload)
-        queued, _ = states.submit(config.name, raw.doc_id, version, meta, get_settings().stale_after_s)
+        queued, _ = states.submit(config.name, raw.doc_id, version, meta, get_settings().stale_after_s, nbytes=nbytes)
         if queued:  # else this very version is in flight already: one message, not two
             _send_to_chunk(config.name, raw.doc_id, version)
         catalog.touched(config.name, raw.doc_id)
     return Submission(raw.doc_id, states.QUEUED, version)
 
 
+def _admit(nbytes: int) -> None:
+    """Room in the backlog for a document of ``nbytes``, or ``BacklogFull``: the documents in flight
+    (submitted, not yet indexed or failed) weigh ``SITUATE_BACKLOG_MB`` at most, so that a million
+    documents wait where they are — in their folder, file or bucket — and not in Redis. One
+    document always passes when nothing is in flight, whatever it weighs."""
+    budget = get_settings().backlog_mb * 1_000_000
+    held = states.backlog()
+    if held and held + nbytes > budget:
+        raise errors.BacklogFull(f"the pipeline's backlog is full ({held / 1e6:,.0f} MB of documents in flight, "
+                                 f"SITUATE_BACKLOG_MB={budget // 1_000_000:,}): waiting for the workers to make room")
+
+
 def submit_when_free(config: CollectionConfig, raw: RawDocument, run: str | None = None, batch: bool = False,
-                     on_wait: Callable[[], None] | None = None, poll_s: float = 1.0) -> Submission:
-    """``submit_one``, waiting out the seconds a reindex takes to switch generations (in this
-    process: the HTTP API answers 503 + Retry-After instead, and its callers wait)."""
+                     on_wait: Callable[[errors.Busy], None] | None = None, poll_s: float = 1.0) -> Submission:
+    """``submit_one``, waiting out the seconds a reindex takes to switch generations and a full
+    backlog (in this process: the HTTP API answers 503 + Retry-After instead, and its callers wait)."""
     while True:
         try:
             return submit_one(config, raw, run, batch)
-        except errors.Busy:
+        except errors.Busy as busy:
             if on_wait is not None:
-                on_wait()
+                on_wait(busy)
             time.sleep(poll_s)
 
 
@@ -134,6 +148,71 @@ def wait(config: CollectionConfig, submissions: list[Submission], timeout: float
     for doc_id in pending:
         final[doc_id] = states.get(config.name, doc_id) or {"doc_id": doc_id, "state": "unknown"}
     return final
+
+
+class Tracker:
+    """An ingest followed as it goes, in memory that does not grow with the corpus: only the
+    documents still in flight are held (the backlog bounds them), the rest are counts — and the
+    failed ones, with their reasons (``situate failed`` pages them too). ``poll`` moves what ended
+    out; ``rate`` is documents ended per second over the last half minute: the pipeline's pace,
+    not the producer's."""
+
+    WINDOW_S = 30.0
+
+    def __init__(self, config: CollectionConfig):
+        self.config = config
+        self.pending: dict[str, str] = {}  # doc id -> the version submitted
+        self.counts: dict[str, int] = {"submitted": 0, "indexed": 0, "unchanged": 0, "failed": 0, "queued": 0}
+        self.failed: list[dict[str, Any]] = []
+        self._ended: list[tuple[float, int]] = [(time.monotonic(), 0)]
+
+    def add(self, s: Submission) -> None:
+        self.counts["submitted"] += 1
+        if s.state == states.QUEUED:
+            self.pending[s.doc_id] = s.version or ""
+            self.counts["queued"] += 1
+        elif s.state == "unchanged":
+            self.counts["unchanged"] += 1
+        else:
+            self.counts["failed"] += 1
+            self.failed.append({"doc_id": s.doc_id, "state": states.FAILED, "error": s.error})
+
+    @property
+    def ended(self) -> int:
+        return self.counts["indexed"] + self.counts["unchanged"] + self.counts["failed"]
+
+    def poll(self) -> None:
+        ids = list(self.pending)
+        for i in range(0, len(ids), 1000):
+            for doc in states.get_many(self.config.name, ids[i:i + 1000]):
+                if doc is None:
+                    continue
+                submitted = self.pending[doc["doc_id"]]
+                if doc["state"] not in states.TERMINAL and doc["version"] == submitted:
+                    continue
+                del self.pending[doc["doc_id"]]
+                if doc["state"] == states.FAILED and doc["version"] == submitted:
+                    self.counts["failed"] += 1
+                    self.failed.append(doc)
+                else:  # indexed, or superseded by a newer submission (its own run follows it)
+                    self.counts["indexed"] += 1
+        now = time.monotonic()
+        self._ended.append((now, self.ended))
+        while len(self._ended) > 2 and now - self._ended[1][0] > self.WINDOW_S:
+            self._ended.pop(0)
+
+    def rate(self) -> float:
+        (t0, n0), (t1, n1) = self._ended[0], self._ended[-1]
+        return (n1 - n0) / (t1 - t0) if t1 > t0 else 0.0
+
+    def follow(self, timeout: float | None, on_progress: Callable[[Tracker], None], poll_s: float = 0.5) -> None:
+        """Until nothing is in flight (or ``timeout``)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.pending and (deadline is None or time.monotonic() < deadline):
+            self.poll()
+            on_progress(self)
+            if self.pending:
+                time.sleep(poll_s)
 
 
 @dataclass

@@ -168,8 +168,8 @@ class CollectionIn(reindex_routes.ShapingIn):
     rrf_k: int | None = Field(None, ge=1, le=1000)
     reranker: str | None = Field(None, max_length=32, description="The search default; the deployment's allowlist "
                                  "(SITUATE_ALLOWED_RERANKERS) applies.")
-    index_shards: int | None = Field(None, ge=1, le=64)
-    index_replicas: str | None = Field(None, pattern=r"^(\d{1,2}|\d{1,2}-(\d{1,2}|all))$")
+    expected_chunks: int | None = Field(None, ge=0, le=10**10, description="About how many chunks the collection "
+                                        "will hold: sizes its index's shards when index_shards is not named.")
 
 
 def documented(model: type[BaseModel]) -> dict[str, Any]:

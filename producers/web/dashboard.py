@@ -89,7 +89,7 @@ def build(window_minutes: int = 60, window_days: int = 14) -> dict[str, Any]:
     for row in snap["collections"]:
         name = row["collection"]
         if row["documents"].get(states.FAILED):
-            for d in states.get_many(name, states.doc_ids(name, states.FAILED, FAILED_SHOWN)):
+            for d in states.get_many(name, states.failed_ids(name, 0, FAILED_SHOWN)[0]):
                 if d:
                     failed.append({"collection": name, "doc_id": d["doc_id"], "error": d.get("error")})
     snap["failed"] = failed[:FAILED_SHOWN]

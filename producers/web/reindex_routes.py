@@ -35,6 +35,11 @@ class ShapingIn(BaseModel):
     chunk_overlap: int | None = Field(None, ge=0, le=4096)
     vectors: str | None = Field(None, pattern="^(float|lucene-sq|byte)$",
                                 description="How vectors are stored: exact floats, Lucene's int7, or bytes.")
+    index_shards: int | None = Field(None, ge=1, le=64, description="The index's primary shards (at creation, "
+                                     "from expected_chunks when not named).")
+    index_replicas: str | None = Field(None, pattern=r"^(\d{1,2}|\d{1,2}-(\d{1,2}|all))$",
+                                       description="Copies of each shard: a count (1) or a range kept to the nodes "
+                                       "there are (0-1). A reindex that changes only this changes it in place.")
 
 
 class ReindexIn(ShapingIn):

@@ -168,6 +168,7 @@ def test_message_batches_seed_then_rest_at_half_price(worker, standin, collectio
     assert result.returncode == 0, result.stdout + result.stderr
     s = standin.stats()
     assert s["batch_requests"] == 6
+    assert s["batch_creations"] == 2, "the seed, then the other five chunks: two batches"
     assert s["cache_write_tokens"] > 0 and s["cache_read_tokens"] == 5 * s["cache_write_tokens"]
 
     from workers import models
@@ -179,6 +180,37 @@ def test_message_batches_seed_then_rest_at_half_price(worker, standin, collectio
                                  t["output_tokens"], ttl="1h")
     assert t["cost_usd"] == pytest.approx(full_price / 2, rel=1e-6)
     assert states.get(collection_name, "batched")["chunks"] == 6
+
+
+def test_message_batches_group_documents_within_the_apis_limits(worker, standin, collection_name, tmp_path):
+    """Twenty documents: their seeds in one batch, their other chunks in another — not forty
+    batches — though the stand-in allows the Batches API twenty requests a minute (creations, polls
+    and result fetches together; the workers believe the first tier's fifty) and refuses what
+    passes them with 429s, which are waited out."""
+    standin.configure(batch_delay_s=0.2, batch_rpm=20, batch_burst_s=3)  # no two requests within three seconds
+    docs = [chunked_doc(f"grouped-{i}", 4, words=BIG, marker={0: f"Report number {i}."}) for i in range(20)]
+    result = ingest(collection_name, write_jsonl(tmp_path / "d.jsonl", docs), "anthropic", "--batch")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert json.loads(result.stdout)["failed"] == []
+    s = standin.stats()
+    assert s["batch_requests"] == 80 and s["batch_api_429"] > 0, s
+    assert s["batch_creations"] <= 4, s["batch_creations"]  # seeds, rests; a slow chunk stage may split one
+    assert s["cache_read_tokens"] == 3 * s["cache_write_tokens"] > 0, "every seed's entry read by its document's rest"
+    assert all(states.get(collection_name, d["id"])["state"] == "indexed" for d in docs)
+
+
+def test_a_batch_that_partly_fails_fails_only_its_documents_and_expired_requests_go_back(worker, standin,
+                                                                                        collection_name, tmp_path):
+    standin.configure(batch_delay_s=0.2, fail_marker="QUOKKA-REFUSE", batch_expire_marker="WOMBAT-LATE")
+    docs = [chunked_doc("fine", 3, words=BIG), chunked_doc("refused", 3, words=BIG, marker={2: "QUOKKA-REFUSE"}),
+            chunked_doc("late", 3, words=BIG, marker={1: "WOMBAT-LATE"})]
+    result = ingest(collection_name, write_jsonl(tmp_path / "d.jsonl", docs), "anthropic", "--batch")
+    assert result.returncode == 1, result.stdout + result.stderr  # one document failed
+    assert states.get(collection_name, "fine")["state"] == "indexed"
+    assert states.get(collection_name, "late")["state"] == "indexed", "an expired request is asked again"
+    refused = states.get(collection_name, "refused")
+    assert refused["state"] == "failed" and "chunk 2" in refused["error"] and "refused" in refused["error"]
+    assert standin.stats()["paid_twice"] == 0
 
 
 def test_big_document_is_sliced_across_workers_and_still_read_from_cache(worker, standin, collection_name, tmp_path):

@@ -13,6 +13,7 @@ import pytest
 
 from producers.retrieval.search import search
 from tests.support import TEST_MODEL, ingest, run_cli, running_api, wait_until
+from workers import lifecycle
 from workers.connections import opensearch_client
 from workers.contextualizers.claude import usage
 from workers.storage import bodies, catalog, chunk_index, states
@@ -259,3 +260,36 @@ def test_the_api_starts_and_watches_a_reindex_for_admins_only(worker, collection
         wait_until(lambda: httpx.get(base, headers=admin).json()["phase"] == "live", 120, "the switch")
         done = httpx.post(f"{base}/finish", headers=admin)
         assert done.status_code == 200 and done.json()["alias"] == f"situate-{collection_name}", done.text
+
+
+def _index_settings(config) -> dict:
+    found = opensearch_client().indices.get_settings(index=config.index_name)
+    return next(iter(found.values()))["settings"]["index"]
+
+
+def test_shards_follow_the_expected_size_and_a_reindex_changes_shards_and_replicas(worker, collection_name):
+    sized = lifecycle.ensure(f"{collection_name}-big", expected_chunks=5_000_000, contextualizer="none")
+    try:
+        assert sized.index_shards >= 2 and _index_settings(sized)["number_of_shards"] == str(sized.index_shards)
+    finally:
+        lifecycle.delete(sized.name)
+    docs = [{"id": f"s{i}", "text": f"# Shard note {i}\n\nA heron number {i} stands in the reeds."} for i in range(12)]
+    ingest(collection_name, docs, contextualizer="keywords")
+    config = catalog.load(collection_name)
+    assert config.index_shards == 1
+    # Replicas alone: in place, no new generation.
+    replicas = run_cli("reindex", "-c", collection_name, "--index-replicas", "0", "--json")
+    assert replicas.returncode == 0, replicas.stderr
+    assert json.loads(replicas.stdout)["in_place"] is True
+    config = catalog.load(collection_name)
+    assert (config.index_replicas, config.index_generation) == ("0", 1)
+    assert _index_settings(config)["auto_expand_replicas"] == "false"
+    # Shards: a new generation holding every document.
+    shards = run_cli("reindex", "-c", collection_name, "--index-shards", "3", "--json", timeout=300)
+    assert shards.returncode == 0, shards.stdout + shards.stderr
+    config = catalog.load(collection_name)
+    assert (config.index_shards, config.index_generation) == (3, 2)
+    assert _index_settings(config)["number_of_shards"] == "3"
+    chunk_index.refresh(config)
+    assert {h.doc_id for h in search(config, "heron number 7 reeds", k=3)} >= {"s7"}
+    assert chunk_index.count(config) == len(docs)

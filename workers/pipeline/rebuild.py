@@ -51,7 +51,7 @@ log = logging.getLogger("situate.rebuild")
 
 # What a reindex may change: the settings that shape stored data.
 CHANGEABLE = ("contextualizer", "model", "embedder", "embed_model", "embed_tail", "embed_header", "chunk_tokens",
-              "chunk_overlap", "language", "vectors", "prompt", "embed_context")
+              "chunk_overlap", "language", "vectors", "prompt", "embed_context", "index_shards", "index_replicas")
 BATCH = 200  # documents looked at per step
 STEP_BUDGET_S = 1.0  # per heartbeat: a reindex must not hold the heartbeat up
 DRAIN_GRACE_S = 1.0  # how long "draining" is visible before the switch
@@ -83,6 +83,9 @@ def start(name: str, **changes: Any) -> dict[str, Any]:
         raise Conflict(f"the previous generation of {name!r} is kept for a rollback: situate reindex --finish "
                        "(drops it) or --rollback first")
     changes = {k: v for k, v in changes.items() if v is not None}
+    if set(changes) == {"index_replicas"}:  # replicas copy the primaries: changed in place, nothing rebuilt
+        config = lifecycle.set_replicas(name, changes["index_replicas"])
+        return {"phase": "done", "in_place": True, "changes": {"index_replicas": config.index_replicas}}
     live, target = plan(name, **changes)
     shadow = target.model_copy(update={"name": catalog.shadow_name(name, target.index_generation), "rebuilds": name,
                                        "generation": uuid.uuid4().hex[:12], "created": round(time.time(), 3)})

@@ -12,7 +12,8 @@ it last moved — each state move sets it, and every worker heartbeat touches th
 messages that worker holds (running, waiting for a slot or for a countdown). A pass reads only
 the oldest of it (``ZRANGEBYSCORE … LIMIT``: O(log N + batch)), and for each document older than
 ``SITUATE_RECONCILE_AFTER_S`` asks: is its work waiting in the fair gate (``fairqueue.WAITING``,
-one HMGET), or in Celery's queues or delivered-but-unacknowledged lists (read whole: the fair gate
+one HMGET), or for a Message Batch (``batch_pool.waiting``: it may wait a day), or in Celery's
+queues or delivered-but-unacknowledged lists (read whole: the fair gate
 keeps the queues a few messages deep)? If neither, it is stalled: the task of its state is sent
 again — chunk, contextualize (or the Message Batch poll it was waiting on), index — which resumes
 from the checkpoints, so nothing already paid is paid again. What it resumed is counted
@@ -36,6 +37,7 @@ from collections.abc import Callable
 from typing import Any
 
 from workers import keys, metrics
+from workers.contextualizers.claude.batches import GROUPED
 from workers.pipeline import delivery, fair
 from workers.pipeline.routing import (
     CHUNK_PRIORITY,
@@ -48,7 +50,7 @@ from workers.pipeline.routing import (
 )
 from workers.pipeline.sending import CHUNK_TASK, CONTEXTUALIZE_TASK, INDEX_TASK, POLL_BATCH_TASK, send_task
 from workers.settings import get_settings
-from workers.storage import broker, deliveries, fairqueue, states
+from workers.storage import batch_pool, broker, deliveries, fairqueue, states
 
 log = logging.getLogger("situate.reconcile")
 
@@ -101,7 +103,10 @@ def decide(state: str | None, version: str | None, batch: str | None, waiting: C
         return "chunk", ""
     if state == states.CHUNKED:
         batch_version, _, batch_id = (batch or "").partition(":")
-        if batch_id and batch_version == version:  # waiting on a Message Batch: poll it, never submit a new one
+        # 0.2's batch of one document: poll it, never submit a new one. A grouped batch's document
+        # not waiting in the pool or a batch (``waiting`` said so) lost its step: contextualize
+        # puts it back, paying nothing twice.
+        if batch_id and batch_version == version and not batch_id.startswith(GROUPED):
             return "poll_batch", batch_id
         return "contextualize", ""
     return "index", ""
@@ -147,7 +152,7 @@ def reconcile_once(now: float | None = None) -> Counter[str]:
         if not rows:
             break
         members = [states.member(c, d) for c, d, _ in rows]
-        waiting = fairqueue.waiting(members)
+        waiting = [n or int(b) for n, b in zip(fairqueue.waiting(members), batch_pool.waiting(members))]
         looked = states.fields_of_many([(c, d) for c, d, _ in rows], "state", "version", "batch", "chunks_total")
         touch: list[str] = []
         for (collection, doc_id, at), m, n, (state, version, batch, chunks_total) in zip(rows, members, waiting, looked):

@@ -27,7 +27,8 @@ CHUNK_TASK = "situate.chunk"
 CONTEXTUALIZE_TASK = "situate.contextualize"
 INDEX_TASK = "situate.index"
 SLICE_TASK = "situate.contextualize_slice"
-POLL_BATCH_TASK = "situate.poll_batch"
+POLL_BATCH_TASK = "situate.poll_batch"  # 0.2's batches of one document, still in flight after an upgrade
+TEND_BATCHES_TASK = "situate.tend_batches"
 
 _app: Celery | None = None
 

@@ -5,7 +5,8 @@ deployment's stores (``STORES``: Redis, S3 if configured, OpenSearch).
     chunk                (chunk)            body -> chunks, checkpointed; hands off to the document's shard
     contextualize        (contextualize.N)  chunks -> contexts, each checkpointed as it arrives
     contextualize_slice  (contextualize.N)  a big document's chunks after its warm-up call, any worker
-    poll_batch           (contextualize.N)  Message Batches mode: collect results, submit the next step
+    tend_batches         (contextualize.0)  Message Batches mode: batches cut from the pool, ended ones collected
+    poll_batch           (contextualize.N)  0.2's batches of one document, still running after an upgrade
     index                (index)            contexts -> vectors -> OpenSearch; older versions removed after
 
 What is Celery's own stays here: the task base that guards deliveries (``guard``), the Message
@@ -15,19 +16,28 @@ names of 0.1's tasks, still answered.
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, cast
 
-from workers import metrics
+from workers import keys, metrics
 from workers.chunks.splitting import Chunk
 from workers.contextualizers import registry, reuse
 from workers.contextualizers.base import SourceDocument
-from workers.pipeline import fair, rebuild, reconcile, stages  # noqa: F401 - reconcile: a heartbeat duty of every worker
+from workers.contextualizers.claude import batches as batches_module
+from workers.pipeline import delivery, fair, rebuild, reconcile, stages  # noqa: F401 - reconcile: a heartbeat duty of every worker
 from workers.pipeline.app import app
 from workers.pipeline.guard import PipelineTask
-from workers.pipeline.routing import document_queue
-from workers.pipeline.sending import CHUNK_TASK, CONTEXTUALIZE_TASK, INDEX_TASK, POLL_BATCH_TASK, SLICE_TASK
+from workers.pipeline.routing import contextualize_queue, document_queue
+from workers.pipeline.sending import (
+    CHUNK_TASK,
+    CONTEXTUALIZE_TASK,
+    INDEX_TASK,
+    POLL_BATCH_TASK,
+    SLICE_TASK,
+    TEND_BATCHES_TASK,
+)
 from workers.settings import get_settings
-from workers.storage import capacity, catalog, checkpoints, chunk_index, states
+from workers.storage import batch_pool, capacity, catalog, checkpoints, chunk_index, deliveries, states
 from workers.storage.bodies import body_store
 
 if TYPE_CHECKING:
@@ -49,14 +59,12 @@ def contextualize(collection: str, doc_id: str, version: str) -> None:
 
 
 def _submit_batch(contextualizer: Contextualizer, doc: SourceDocument, missing: list[Chunk]) -> None:
-    """Message Batches mode: the missing chunks as one batch, polled later (by the reconciler too
-    if this poll is lost)."""
+    """Message Batches mode: the document's next step into the pool, which the tender cuts
+    batches from (``tend_batches``; the reconciler leaves a document waiting there alone)."""
     from workers.contextualizers.claude import batches
 
-    batch_id, _ = batches.submit(cast("LLMContextualizer", contextualizer), doc, missing)
-    states.annotate(doc.collection, doc.doc_id, batch=f"{doc.version}:{batch_id}")
-    poll_batch.apply_async((doc.collection, doc.doc_id, doc.version, batch_id),
-                           queue=document_queue(doc.collection, doc.doc_id), countdown=get_settings().batch_poll_s)
+    batches.enqueue(cast("LLMContextualizer", contextualizer), doc, missing)
+    schedule_tend(pool_due_in())
 
 
 def _reused(config: catalog.CollectionConfig, doc_id: str, version: str, chunks: list[Chunk], done: set[int]) -> int:
@@ -77,28 +85,103 @@ def contextualize_slice(collection: str, doc_id: str, version: str, numbers: lis
 
 @app.task(name=POLL_BATCH_TASK, base=PipelineTask)
 def poll_batch(collection: str, doc_id: str, version: str, batch_id: str) -> None:
-    """Collect an ended Message Batch, then submit the document's next step or index it."""
+    """A batch of one document, as 0.2 submitted them: its results collected when it has ended,
+    then the document's next step goes to the pool as any other's (``tend_batches``)."""
     from workers.contextualizers.claude import batches
 
     if not stages.pending(STORES, collection, doc_id, version, states.SITUATED):
         return
-    config, chunks, language, metadata = stages.load(STORES, collection, doc_id, version)
-    contextualizer = registry.for_collection(config)
-    doc = stages.source(STORES, collection, doc_id, version, chunks, language, metadata)
-    queue = document_queue(collection, doc_id)
-    if not batches.collect(cast("LLMContextualizer", contextualizer), doc, batch_id):
-        poll_batch.apply_async((collection, doc_id, version, batch_id), queue=queue,
+    contextualizer, doc = _batch_document(collection, doc_id, version)
+    if not batches.collect_legacy(contextualizer, doc, batch_id):
+        poll_batch.apply_async((collection, doc_id, version, batch_id), queue=document_queue(collection, doc_id),
                                countdown=get_settings().batch_poll_s)
         return
     done = checkpoints.load_contexts(collection, doc_id, version)
-    missing = [c for c in chunks if c.n not in done]
-    if missing:  # the seed has ended: now the rest, reading the seed's cache entry
-        next_id, _ = batches.submit(cast("LLMContextualizer", contextualizer), doc, missing)
-        states.annotate(collection, doc_id, batch=f"{version}:{next_id}")
-        poll_batch.apply_async((collection, doc_id, version, next_id), queue=queue,
-                               countdown=get_settings().batch_poll_s)
+    missing = [c for c in doc.chunks if c.n not in done]
+    if missing:
+        batches.enqueue(contextualizer, doc, missing)
+        schedule_tend(pool_due_in())
+    else:
+        stages.hand_to_index(STORES, collection, doc_id, version, len(doc.chunks))
+
+
+def _batch_document(collection: str, doc_id: str, version: str) -> tuple[LLMContextualizer, SourceDocument]:
+    config, chunks, language, metadata = stages.load(STORES, collection, doc_id, version)
+    doc = stages.source(STORES, collection, doc_id, version, chunks, language, metadata)
+    return cast("LLMContextualizer", registry.for_collection(config)), doc
+
+
+def _batch_source() -> batches_module.Source:
+    def fail(collection: str, doc_id: str, version: str, reason: str) -> None:
+        states.set_state(collection, doc_id, version, states.FAILED, error=reason[:2000])
+
+    return batches_module.Source(
+        pending=lambda c, d, v: stages.pending(STORES, c, d, v, states.SITUATED) is not None,
+        load=_batch_document,
+        complete=lambda c, d, v, total: stages.hand_to_index(STORES, c, d, v, total),
+        fail=fail)
+
+
+@app.task(name=TEND_BATCHES_TASK, base=PipelineTask)
+def tend_batches() -> None:
+    """The fleet's Message Batches, one worker at a time: the batches that ended collected, the
+    pool cut into new ones (``contextualizers.claude.batches``); then the next tend scheduled, for
+    the next poll or when the pool is next due."""
+    lock = deliveries.duty_lock(keys.BATCH_TENDER, timeout_s=3600)
+    if not lock.acquire():
+        return  # another worker tends them now, and schedules the next
+    try:
+        batch_pool.scheduled_done()
+        outcome = batches_module.Tender(_batch_source()).tend()
+        if outcome.created or outcome.collected:
+            metrics.count("batches_created", outcome.created)
+            metrics.count("batches_collected", outcome.collected)
+    finally:
+        try:
+            lock.release()
+        except Exception:  # noqa: BLE001 - lost after its timeout: the next tender takes it
+            pass
+    if batch_pool.open_batches():
+        schedule_tend(min(get_settings().batch_poll_s, pool_due_in()))
+    elif batch_pool.size()[0]:
+        schedule_tend(pool_due_in())
+
+
+def pool_due_in() -> float:
+    """Seconds until the pool's oldest step has waited ``SITUATE_BATCH_WAIT_S`` (0: due now, or full)."""
+    s = get_settings()
+    _, requests, nbytes, oldest = batch_pool.size()
+    if oldest is None:
+        return s.batch_wait_s
+    if requests >= s.batch_max_requests or nbytes >= s.batch_max_bytes:
+        return 0.0
+    return max(0.0, oldest + s.batch_wait_s - time.time())
+
+
+def schedule_tend(delay_s: float) -> None:
+    """A ``tend_batches`` in ``delay_s``, unless one is already due sooner."""
+    if batch_pool.schedule(time.time() + delay_s):
+        tend_batches.apply_async((), queue=contextualize_queue(0), countdown=max(0.0, delay_s))
+
+
+_last_tend = 0.0
+
+
+def maybe_tend_batches() -> None:
+    """A heartbeat duty, the net under the schedule: a tend when batch work waits and none has
+    been scheduled (its message lost), at most every ``SITUATE_BATCH_POLL_S`` in the fleet."""
+    global _last_tend
+    every = get_settings().batch_poll_s
+    if time.monotonic() - _last_tend < max(every, 10.0):
         return
-    stages.hand_to_index(STORES, collection, doc_id, version, len(chunks))
+    _last_tend = time.monotonic()
+    if not batch_pool.size()[0] and not batch_pool.open_batches() and batch_pool.creating() is None:
+        return
+    if batch_pool.overdue(grace_s=every):
+        schedule_tend(0.0)
+
+
+delivery.on_heartbeat.append(maybe_tend_batches)
 
 
 @app.task(name=INDEX_TASK, base=PipelineTask)

@@ -26,7 +26,7 @@ from workers.connections import opensearch_client
 from workers.documents.identity import chunk_id
 from workers.errors import Conflict, WriteNotNow, WriteRefused
 from workers.storage.catalog import CollectionConfig
-from workers.storage.index_mapping import CITATION_FIELDS, mapping, stored_vector
+from workers.storage.index_mapping import CITATION_FIELDS, mapping, replicas, stored_vector
 
 log = logging.getLogger("situate.index")
 
@@ -115,6 +115,12 @@ def _ensure_index(config: CollectionConfig) -> None:
 
 # (index, generation) pairs this process has seen to be ours: one mapping read each, not one per write.
 _checked: set[tuple[str, str]] = set()
+
+
+def set_replicas(config: CollectionConfig) -> None:
+    """The index's replicas as ``config`` says, in place (a dynamic setting)."""
+    opensearch_client().indices.put_settings(index=config.index_name,
+                                             body={"index": replicas(config.index_replicas)})
 
 
 def delete_stray_index(config: CollectionConfig) -> None:

@@ -119,6 +119,24 @@ def vector_field(config: CollectionConfig) -> dict[str, Any]:
     return field
 
 
+# A shard's size to aim for: OpenSearch's guidance for search is 10-50 GB a shard (smaller ones
+# multiply per-shard overhead and a query's fan-out; larger ones are slow to move and recover).
+SHARD_TARGET_BYTES = 20 * 2**30
+# An index's bytes on disk per chunk and vector dimension, by vector storage: the vector, its
+# graph and OpenSearch's JSON copy of it for recovery outweigh the text (``ops/bench vectors``).
+DISK_BYTES_PER_DIMENSION = {"float": 28, "lucene-sq": 29, "byte": 7}
+
+
+def shards_for(expected_chunks: int, config: CollectionConfig) -> int:
+    """Primary shards for a collection expected to hold ``expected_chunks``: one per
+    ``SHARD_TARGET_BYTES`` of index, at least one. A shard count is fixed for an index's life, so
+    it is chosen for the size the collection will reach (``situate reindex --index-shards``
+    changes it later, by a rebuild)."""
+    dims = embedders.dimension(config.embedder, config.embed_model)
+    expected_bytes = expected_chunks * dims * DISK_BYTES_PER_DIMENSION.get(config.vectors, 28)
+    return max(1, min(64, -(-expected_bytes // SHARD_TARGET_BYTES)))
+
+
 def stored_vector(config: CollectionConfig, vector: Any) -> list[float] | list[int]:
     """A vector as the index takes it (documents and queries alike)."""
     if config.vectors == "byte":

@@ -52,9 +52,11 @@ def member(collection: str, doc_id: str) -> str:
 
 def _run(name: str, collection: str, doc_id: str, args: list[Any], seq_key: bool = False) -> Any:
     """Run the state script ``lua/state_<script>.lua`` on a document: KEYS its hash, the
-    collection's counts and documents (and its seq counter), then the in-flight index; ARGV the
-    document id, ``args``, then its in-flight member and the time (``state_moves.lua``)."""
-    targets = _keys(collection, doc_id) + ([keys.seq(collection)] if seq_key else []) + [MOVING]
+    collection's counts and documents (and its seq counter), the backlog's bytes, its failed index,
+    then the in-flight index; ARGV the document id, ``args``, then its in-flight member and the time
+    (``state_moves.lua``)."""
+    targets = _keys(collection, doc_id) + ([keys.seq(collection)] if seq_key else []) \
+        + [keys.BACKLOG, keys.failed(collection), MOVING]
     return scripts.script(f"state_{name}")(
         keys=targets, args=[doc_id, *args, member(collection, doc_id), f"{time.time():.3f}"])
 
@@ -69,14 +71,20 @@ def set_state(collection: str, doc_id: str, version: str, state: str, **fields: 
 
 
 def submit(collection: str, doc_id: str, version: str, meta_hash: str, stale_s: float,
-           seq: int | None = None) -> tuple[bool, int]:
+           seq: int | None = None, nbytes: int = 0) -> tuple[bool, int]:
     """Record a submission: (True, seq) when it is to be queued; (False, seq) when this very
     version is already in flight (moved within ``stale_s``), so one message runs, not two.
-    ``seq``: the number to take instead of the next one (a rebuild's copy of a live document)."""
+    ``seq``: the number to take instead of the next one (a rebuild's copy of a live document);
+    ``nbytes``: what it weighs in the backlog until it is indexed or failed (``backlog``)."""
     status, seq = _run("submit", collection, doc_id,
-                       [version, meta_hash, f"{time.time():.3f}", stale_s, "" if seq is None else str(seq)],
+                       [version, meta_hash, f"{time.time():.3f}", stale_s, "" if seq is None else str(seq), nbytes],
                        seq_key=True)
     return status == "queued", int(seq)
+
+
+def backlog() -> int:
+    """Bytes of the documents submitted and not yet indexed or failed, every collection's."""
+    return int(redis_client().get(keys.BACKLOG) or 0)
 
 
 def rejected(collection: str, doc_id: str, reason: str) -> None:
@@ -159,8 +167,32 @@ def is_unchanged(collection: str, doc_id: str, version: str, meta_hash: str) -> 
     return state == INDEXED and indexed_version == version and stored_meta == meta_hash
 
 
+def failed_ids(collection: str, offset: int = 0, limit: int = 100) -> tuple[list[str], int]:
+    """A page of the collection's failed documents, newest first, and how many failed in all:
+    read from the failed index (O(log N + page)), never by looking at every document."""
+    r = redis_client()
+    if not r.exists(keys.failed_indexed(collection)):
+        _index_failed(collection)
+    page = cast("list[str]", r.zrevrange(keys.failed(collection), offset, offset + limit - 1))
+    return page, int(r.zcard(keys.failed(collection)))
+
+
+def _index_failed(collection: str) -> None:
+    """A collection whose documents failed before the failed index existed: scanned once."""
+    r = redis_client()
+    if int(r.hget(keys.counts(collection), FAILED) or 0) > int(r.zcard(keys.failed(collection))):
+        for doc_id in r.sscan_iter(keys.docs(collection), count=1000):
+            state, updated = r.hmget(_doc_key(collection, doc_id), "state", "updated")
+            if state == FAILED:
+                r.zadd(keys.failed(collection), {doc_id: float(updated or 0)}, nx=True)
+    r.set(keys.failed_indexed(collection), "1")
+
+
 def doc_ids(collection: str, state: str | None = None, limit: int | None = None) -> list[str]:
-    """Documents of a collection (in ``state`` if given), scanning, at most ``limit``."""
+    """Documents of a collection (in ``state`` if given), at most ``limit``: the failed ones from
+    their index, any other state by a scan of the collection's documents (a sync, a reindex)."""
+    if state == FAILED:
+        return sorted(failed_ids(collection, 0, limit if limit is not None else 10 ** 12)[0])
     r, out = redis_client(), []
     for doc_id in r.sscan_iter(keys.docs(collection), count=1000):
         if state is None or r.hget(_doc_key(collection, doc_id), "state") == state:
@@ -217,11 +249,22 @@ def forget_collection(collection: str) -> None:
         r.zrem(MOVING, *gone[i:i + 1000])
     docs_key = keys.docs(collection)
     batch: list[str] = []
+
+    def drop(hashes: list[str]) -> None:  # what their documents in flight reserved goes back first
+        pipe = r.pipeline(transaction=False)
+        for key in hashes:
+            pipe.hget(key, "backlog")
+        held = sum(int(x) for x in pipe.execute() if x)
+        if held:
+            r.decrby(keys.BACKLOG, held)
+        r.delete(*hashes)
+
     for doc_id in r.sscan_iter(docs_key, count=1000):
         batch.append(_doc_key(collection, doc_id))
         if len(batch) >= 1000:
-            r.delete(*batch)
+            drop(batch)
             batch.clear()
     if batch:
-        r.delete(*batch)
-    r.delete(docs_key, keys.counts(collection), keys.seq(collection))
+        drop(batch)
+    r.delete(docs_key, keys.counts(collection), keys.seq(collection), keys.failed(collection),
+             keys.failed_indexed(collection))

@@ -1,4 +1,4 @@
--- KEYS: doc hash, counts hash, docs set, in-flight index. ARGV: doc_id, version, new state, then
+-- KEYS: doc hash, counts hash, docs set, backlog bytes, failed index, in-flight index. ARGV: doc_id, version, new state, then
 -- field/value pairs, member, now. Returns 1 if written; 0 if the version is another one, the document
 -- is gone, or the move would go backwards (states.py's docstring).
 --! include state_moves
@@ -15,4 +15,5 @@ move(KEYS[1], KEYS[2], old, new)
 redis.call('HSET', KEYS[1], 'state', new)
 for i = 4, #ARGV - 2, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
 moved(new)
+leaving(KEYS[1], new)
 return 1

@@ -1,4 +1,4 @@
--- KEYS: doc hash, counts hash, docs set, in-flight index. ARGV: doc_id, reason, now, member, now.
+-- KEYS: doc hash, counts hash, docs set, backlog bytes, failed index, in-flight index. ARGV: doc_id, reason, now, member, now.
 -- A document refused at submission.
 --! include state_moves
 local state = redis.call('HGET', KEYS[1], 'state')
