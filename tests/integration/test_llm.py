@@ -4,6 +4,7 @@ real workers: cache-aware scheduling, checkpoints, faults, the bill."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -180,6 +181,8 @@ def test_message_batches_seed_then_rest_at_half_price(worker, standin, collectio
                                  t["output_tokens"], ttl="1h")
     assert t["cost_usd"] == pytest.approx(full_price / 2, rel=1e-6)
     assert states.get(collection_name, "batched")["chunks"] == 6
+    # The document counts in the bill once, as the live path's do: a cost per document token.
+    assert t["documents"] == 1 and t["document_tokens"] > 0 and t["cost_per_million_document_tokens"]
 
 
 def test_message_batches_group_documents_within_the_apis_limits(worker, standin, collection_name, tmp_path):
@@ -261,3 +264,36 @@ def test_a_lone_call_on_a_cold_document_reserves_its_cache_write(standin, collec
     s = standin.stats()
     assert s["cache_read_tokens"] == 2 * written
     assert all(r < reserved[0] / 3 for r in reserved[1:]), reserved  # one chunk of six, no document
+
+
+def test_a_due_tend_stands_until_it_runs_and_only_a_lost_one_is_replaced():
+    """One tend at a time is scheduled: a contextualize that finds the pool full must not send
+    another while one is due and waiting for the tender's lock (thousands were sent before)."""
+    from workers import keys
+    from workers.connections import redis_client
+    from workers.storage import batch_pool
+
+    batch_pool.scheduled_done()
+    now = time.time()
+    assert batch_pool.schedule(now, lost_after_s=30)
+    time.sleep(0.01)
+    assert not batch_pool.schedule(time.time(), lost_after_s=30), "due, not yet begun: it stands"
+    assert not batch_pool.schedule(time.time() + 5, lost_after_s=30)
+    redis_client().set(keys.BATCH_SCHEDULED, f"{now - 60:.3f}")  # its message lost a minute ago
+    assert batch_pool.schedule(time.time(), lost_after_s=30)
+    assert batch_pool.schedule(time.time() + 5, lost_after_s=30, force=True), "the tender's successor"
+    batch_pool.scheduled_done()
+
+
+def test_a_document_larger_than_a_batch_fails_alone_with_the_remedy(worker, standin, collection_name, tmp_path):
+    """The workers' batches hold 2 MB here: a document whose other chunks take more fails with the
+    reason, measured as the bytes sent (JSON escapes: the pool's own figure is an estimate), and
+    the pool goes on with the next document — no 413 from the API, no pool stuck behind it."""
+    standin.configure(batch_delay_s=0.2, batch_max_bytes=2_000_000)
+    big, small = chunked_doc("too-big", 60, words=BIG), chunked_doc("fits", 4, words=BIG)
+    result = ingest(collection_name, write_jsonl(tmp_path / "d.jsonl", [big, small]), "anthropic", "--batch")
+    failed = json.loads(result.stdout)["failed"]
+    assert [f["doc_id"] for f in failed] == ["too-big"], result.stdout
+    assert "more than a batch holds" in failed[0]["error"] and "without --batch" in failed[0]["error"]
+    assert states.get(collection_name, "fits")["state"] == "indexed"
+    assert standin.stats()["batch_refused_size"] == 0

@@ -142,9 +142,9 @@ def tend_batches() -> None:
         except Exception:  # noqa: BLE001 - lost after its timeout: the next tender takes it
             pass
     if batch_pool.open_batches():
-        schedule_tend(min(get_settings().batch_poll_s, pool_due_in()))
+        schedule_tend(min(get_settings().batch_poll_s, pool_due_in()), force=True)
     elif batch_pool.size()[0]:
-        schedule_tend(pool_due_in())
+        schedule_tend(pool_due_in(), force=True)
 
 
 def pool_due_in() -> float:
@@ -158,9 +158,10 @@ def pool_due_in() -> float:
     return max(0.0, oldest + s.batch_wait_s - time.time())
 
 
-def schedule_tend(delay_s: float) -> None:
-    """A ``tend_batches`` in ``delay_s``, unless one is already due sooner."""
-    if batch_pool.schedule(time.time() + delay_s):
+def schedule_tend(delay_s: float, force: bool = False) -> None:
+    """A ``tend_batches`` in ``delay_s``, unless one is already due sooner (``force``: the tender's
+    successor)."""
+    if batch_pool.schedule(time.time() + delay_s, lost_after_s=max(get_settings().batch_poll_s, 10.0), force=force):
         tend_batches.apply_async((), queue=contextualize_queue(0), countdown=max(0.0, delay_s))
 
 
@@ -178,7 +179,7 @@ def maybe_tend_batches() -> None:
     if not batch_pool.size()[0] and not batch_pool.open_batches() and batch_pool.creating() is None:
         return
     if batch_pool.overdue(grace_s=every):
-        schedule_tend(0.0)
+        schedule_tend(0.0, force=True)
 
 
 delivery.on_heartbeat.append(maybe_tend_batches)

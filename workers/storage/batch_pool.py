@@ -93,12 +93,15 @@ def abandon_creation() -> None:
     redis_client().delete(keys.BATCH_CREATING)
 
 
-def schedule(at: float) -> bool:
+def schedule(at: float, lost_after_s: float, force: bool = False) -> bool:
     """A tend is to run at ``at`` (wall clock): True if none is due sooner (the caller sends it).
-    A due time already past counts for nothing: that tend has run, or its message is lost."""
+    One due in the past and not yet begun is waiting for a worker, or for the running tender (the
+    lock): it stands, unless it is ``lost_after_s`` old (its message lost). ``force``: the tender
+    itself, as it ends, schedules its successor whatever stands (a tend that met its lock ended
+    without running)."""
     r = redis_client()
     due = r.get(keys.BATCH_SCHEDULED)
-    if due is not None and time.time() <= float(due) <= at:
+    if not force and due is not None and time.time() - lost_after_s <= float(due) <= at:
         return False
     r.set(keys.BATCH_SCHEDULED, f"{at:.3f}")
     return True

@@ -47,6 +47,8 @@ log = logging.getLogger("situate.batches")
 REQUEST_OVERHEAD_BYTES = 400
 # The one bucket every worker's Batches API calls take from (creations, polls, result fetches).
 API_BUCKET = "batches-api"
+# Of the API's byte limit, what a batch's requests may fill: the rest is the request's own framing.
+SIZE_MARGIN = 0.98
 # A document's ``batch`` field, "<version>:group:<batch id or pool>": grouped, not 0.2's batch of one.
 GROUPED = "group:"
 
@@ -199,6 +201,9 @@ class Tender:
         missing = [c for c in doc.chunks if c.n not in done]
         if not missing:
             batch_pool.released(collection, doc_id)
+            # Its calls were billed as their results came; the document itself counts once, here,
+            # so the bill's cost per million document tokens covers batches as the live path's.
+            usage.record_batched_document(collection, doc_id, models.estimate_tokens(doc.text, ctx.spec))
             self.source.complete(collection, doc_id, version, len(doc.chunks))
             return
         enqueue(ctx, doc, missing)  # the rest after its seed; or what expired, asked again
@@ -218,7 +223,7 @@ class Tender:
         if room <= 0:
             outcome.notes["queue_full"] = outcome.notes.get("queue_full", 0) + 1
             return False
-        taken, bodies, members = self._cut(room, s.batch_max_bytes)
+        taken, bodies, members = self._cut(room, int(s.batch_max_bytes * SIZE_MARGIN))
         if not members:
             batch_pool.drop_head(taken)
             return bool(taken)
@@ -240,21 +245,32 @@ class Tender:
         members: list[list[Any]] = []
         used = 0
         for entry in self._head():
-            if members and (len(members) + entry["requests"] > max_requests or used + entry["bytes"] > max_bytes):
-                break
-            taken.append(entry)
             c, d, v = entry["c"], entry["d"], entry["v"]
             if not self.source.pending(c, d, v):
+                taken.append(entry)
                 batch_pool.released(c, d)
                 continue
             ctx, doc = self.source.load(c, d, v)
             done = checkpoints.load_contexts(c, d, v)
-            wanted = {n for n in entry["n"] if n not in done}
-            for chunk in doc.chunks:
-                if chunk.n in wanted:
-                    bodies.append(request(ctx, doc, chunk, f"r{len(members)}"))
-                    members.append([c, d, v, chunk.n, bool(entry["seed"])])
-            used += entry["bytes"]
+            asked = set(entry["n"]) - set(done)
+            wanted = [chunk for chunk in doc.chunks if chunk.n in asked]
+            mine = [request(ctx, doc, chunk, f"r{len(members) + i}") for i, chunk in enumerate(wanted)]
+            # The bytes as sent (JSON escapes a document's quotes and newlines: the pool's figure
+            # is an estimate), so a batch never passes the API's size and meets a 413.
+            nbytes = sum(len(json.dumps(body).encode()) + 2 for body in mine)
+            if members and (len(members) + len(mine) > max_requests or used + nbytes > max_bytes):
+                break
+            if nbytes > max_bytes:
+                # Alone it passes a batch's size: it fails, with the remedy, rather than block the pool.
+                taken.append(entry)
+                batch_pool.released(c, d)
+                self.source.fail(c, d, v, f"message batch: this document's {len(mine)} requests take {nbytes:,} bytes, "
+                                          "more than a batch holds: ingest it without --batch")
+                continue
+            taken.append(entry)
+            bodies += mine
+            members += [[c, d, v, chunk.n, bool(entry["seed"])] for chunk in wanted]
+            used += nbytes
         return taken, bodies, members
 
     def _head(self, step: int = 200) -> Iterator[dict[str, Any]]:

@@ -90,6 +90,13 @@ def record_document(collection: str, run: str | None, doc_id: str, model: str, c
     return summary
 
 
+def record_batched_document(collection: str, doc_id: str, document_tokens: int) -> None:
+    """A document whose contexts all came from Message Batches (their calls recorded one by one)."""
+    log.info(json.dumps({"event": "document", "collection": collection, "doc_id": doc_id, "batch": True,
+                         "document_tokens": document_tokens}))
+    bill.add(collection, None, {"documents": 1, "document_tokens": document_tokens})
+
+
 def totals(collection: str | None = None, run: str | None = None) -> dict[str, Any]:
     raw = bill.counts(collection, run)
     out: dict[str, Any] = {name: int(float(raw.get(name, 0))) for name in COUNTERS}
