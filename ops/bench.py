@@ -16,6 +16,7 @@ with, measured in the same run on the same machine.
     checkpoints  a context checkpoint's latency with and without a replica confirming it (bench_checkpoints)
     search-page  the search page's latency, its page images' and their memory, on FinanceBench (bench_search_page)
     control   status, failed, /metrics, the dashboard, the listing, a reconciler pass at 10k-1M documents (bench_control)
+    clients   search through the API with 1, 4 and 16 clients at once: q/s, p50/p95, where the time goes (bench_clients)
     fleet     round trips per document and stage, chunks/s with 1 and 5 ms added each way (bench_fleet; root, namespaces)
     index     hybrid search at 100k and 1M chunks, 1 and 16 clients, OpenSearch's memory, float and byte (bench_index)
     tiny      one-chunk documents through the whole pipeline: docs/s by tenth, Redis and RSS per document (bench_tiny)
@@ -39,6 +40,7 @@ os.environ.setdefault("SITUATE_ALLOWED_RERANKERS", "*")
 from ops import (
     bench_batches,
     bench_checkpoints,
+    bench_clients,
     bench_control,
     bench_corpora,
     bench_extractors,
@@ -116,6 +118,11 @@ def main() -> None:
     co = sub.add_parser("control")
     co.add_argument("--documents", type=int, default=1_000_000, help="the largest of 10k, 100k, 1M to reach")
     co.set_defaults(fn=bench_control.bench_control)
+    cl = sub.add_parser("clients")
+    cl.add_argument("--collection", default="bench-financebench", help="ingested from the filings if missing")
+    cl.add_argument("--api-workers", type=int, default=1)
+    cl.add_argument("--seconds", type=float, default=20)
+    cl.set_defaults(fn=bench_clients.bench_clients)
     fl = sub.add_parser("fleet")
     fl.add_argument("--documents", type=int, default=60)
     fl.add_argument("--chunks", type=int, default=4, help="chunks per document")

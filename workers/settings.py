@@ -146,6 +146,7 @@ class Settings(BaseSettings):
     # ## The API, its pages and Flower
     api_token: str = ""               # the admin token (scoped ones: situate token create); unset: open on loopback only
     api_host: str = "127.0.0.1"       # the address situate api binds (beyond loopback it needs a token)
+    api_workers: int = Field(1, ge=1, le=64)  # processes serving the API (each embeds queries and fuses on a core of its own)
     dashboard_session_s: int = 8 * 3600  # how long a sign-in to the pages (search, dashboard) lasts
     flower_user: str = ""             # situate flower's basic auth (required beyond loopback)
     flower_password: str = ""         # and its password

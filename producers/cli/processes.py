@@ -98,8 +98,12 @@ def _available_mb() -> int | None:
     return None
 
 
-def api(host: str = typer.Option("127.0.0.1"), port: int = typer.Option(8000)) -> None:
+def api(host: str = typer.Option("127.0.0.1"), port: int = typer.Option(8000),
+        workers: int | None = typer.Option(None, min=1, max=64, help="Processes serving it (default "
+                                           "SITUATE_API_WORKERS): searches embed their queries and fuse in Python, "
+                                           "one core a process.")) -> None:
     """Serve the HTTP API (OpenAPI docs at /docs). Beyond loopback, only with SITUATE_API_TOKEN."""
+    import os
 
     import uvicorn
 
@@ -112,8 +116,10 @@ def api(host: str = typer.Option("127.0.0.1"), port: int = typer.Option(8000)) -
         fail(f"refusing to listen on {host} without a token: set SITUATE_API_TOKEN (the admin token), "
              "then give callers their own with `situate token create`")
     override(api_host=host)  # the app answers by where it listens (see producers/web/auth.py)
+    os.environ["SITUATE_API_HOST"] = host  # the same, for processes uvicorn starts (they read the environment)
     logs.configure("INFO")
-    uvicorn.run("producers.web.api:app", host=host, port=port, log_config=None, access_log=True)
+    uvicorn.run("producers.web.api:app", host=host, port=port, log_config=None, access_log=True,
+                workers=workers or get_settings().api_workers)
 
 
 def mcp(token_file: Path | None = typer.Option(

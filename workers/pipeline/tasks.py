@@ -127,12 +127,12 @@ def tend_batches() -> None:
     """The fleet's Message Batches, one worker at a time: the batches that ended collected, the
     pool cut into new ones (``contextualizers.claude.batches``); then the next tend scheduled, for
     the next poll or when the pool is next due."""
-    lock = deliveries.duty_lock(keys.BATCH_TENDER, timeout_s=3600)
+    lock = deliveries.duty_lock(keys.BATCH_TENDER, timeout_s=TEND_LOCK_S)
     if not lock.acquire():
         return  # another worker tends them now, and schedules the next
     try:
         batch_pool.scheduled_done()
-        outcome = batches_module.Tender(_batch_source()).tend()
+        outcome = batches_module.Tender(_batch_source(), keep=lambda: lock.extend(TEND_LOCK_S, replace_ttl=True)).tend()
         if outcome.created or outcome.collected:
             metrics.count("batches_created", outcome.created)
             metrics.count("batches_collected", outcome.collected)
@@ -156,6 +156,11 @@ def pool_due_in() -> float:
     if requests >= s.batch_max_requests or nbytes >= s.batch_max_bytes:
         return 0.0
     return max(0.0, oldest + s.batch_wait_s - time.time())
+
+
+# The tender's lock lasts this long past its last renewal (a pass renews it as it goes): a worker
+# lost in the middle of a pass holds batch work up this long at most.
+TEND_LOCK_S = 120
 
 
 def schedule_tend(delay_s: float, force: bool = False) -> None:

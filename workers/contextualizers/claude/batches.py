@@ -103,10 +103,12 @@ class Outcome:
 class Tender:
     """One pass of the fleet's batch work (the caller holds the tender's lock)."""
 
-    def __init__(self, source: Source, client: Any = None):
+    def __init__(self, source: Source, client: Any = None, keep: Callable[[], object] = lambda: None):
+        """``keep``: called while the pass goes on (each API call and its waits, each page of the
+        pool), to renew the tender's lock: a short lock a lost worker lets go of soon."""
         import anthropic
 
-        self.source = source
+        self.source, self.keep = source, keep
         self.client = client or anthropic.Anthropic(max_retries=0, timeout=get_settings().llm_timeout_s)
         s = get_settings()
         # Ten seconds' worth at most at once: a tender that catches up must not spend a minute's.
@@ -120,8 +122,10 @@ class Tender:
         keys_, shapes = self.bucket
 
         def paced() -> Any:
+            self.keep()
             while (wait := buckets.take(keys_, shapes, (requests,))) > 0:
                 time.sleep(min(wait, 5.0))
+                self.keep()
             return what()
 
         def penalize(fault: Any, wait: float) -> None:
@@ -276,6 +280,7 @@ class Tender:
     def _head(self, step: int = 200) -> Iterator[dict[str, Any]]:
         start = 0
         while True:
+            self.keep()
             page = batch_pool.head(start + step)[start:]
             if not page:
                 return
