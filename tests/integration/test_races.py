@@ -10,6 +10,7 @@ goes on. Real Redis, OpenSearch and workers; only the moment is chosen.
 from __future__ import annotations
 
 import threading
+import uuid
 
 import opensearchpy
 import pytest
@@ -160,3 +161,42 @@ def test_a_drop_cut_short_by_opensearch_is_finished_by_the_next(worker, collecti
     assert catalog.dropping(collection_name) is None and not states.counts(collection_name)
     with pytest.raises(NoSuchCollection):
         lifecycle.delete(collection_name)
+
+
+def test_a_delivery_begins_in_one_round_trip_and_counts_only_when_it_takes_the_lease():
+    """Confirmed, leased and counted at once (a worker's main process waits on each round trip in
+    turn); a delivery that finds the unit held is not counted (it would bring the poison limit
+    nearer without running)."""
+    from workers.connections import redis_client
+    from workers.storage import deliveries
+
+    unit, task = f"situate:lease:test:{uuid.uuid4().hex}", uuid.uuid4().hex
+    client = redis_client()
+    sent = []
+    real = client.connection_pool.get_connection
+
+    def counting(*args, **kwargs):
+        connection = real(*args, **kwargs)
+        original = connection.send_packed_command
+        if not getattr(connection, "_counted", False):
+            def send(command, *a, **k):
+                sent.append(1)
+                return original(command, *a, **k)
+            connection.send_packed_command, connection._counted = send, True
+        return connection
+
+    scripts_ready = deliveries.begin([], unit + "-warm", "w", task + "-warm", 0)  # scripts loaded once
+    assert scripts_ready == 1
+    client.connection_pool.get_connection = counting
+    try:
+        assert deliveries.begin([task], unit, "first", task, 0) == 1
+        assert len(sent) == 1, f"{len(sent)} round trips"
+    finally:
+        client.connection_pool.get_connection = real
+    assert deliveries.begin([task], unit, "second", task, 0) == 0, "held: not taken, not counted"
+    deliveries.release_lease(unit, "first")
+    assert deliveries.begin([task], unit, "third", task, 0) == 2
+    deliveries.release_lease(unit, "third")
+    client.script_flush()  # as after a Redis restart: the pipeline loads its scripts and runs again
+    assert deliveries.begin([task], unit, "fourth", task, 0) == 3
+    deliveries.release_lease(unit, "fourth")

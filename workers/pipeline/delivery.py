@@ -35,7 +35,7 @@ from celery.worker.request import Request
 
 from workers.pipeline import guard, presence
 from workers.settings import get_settings
-from workers.storage import broker, deliveries, fairqueue, states
+from workers.storage import broker, deliveries, states
 
 log = logging.getLogger("situate.delivery")
 
@@ -69,19 +69,23 @@ class GuardedRequest(Request):
         return self._guarded(lambda: super(GuardedRequest, self).execute_using_pool(pool, **kwargs), pool)
 
     def _guarded(self, execute: Callable[[], Any], pool: Any) -> Any:
-        try:  # received: Kombu holds it as unacknowledged now, the fair gate need not (storage.fairqueue)
-            fairqueue.confirm([self.id])
-        except guard.TRANSIENT:  # parked again later and sent twice at worst: harmless
-            pass
+        # Received: Kombu holds it as unacknowledged now, the fair gate need not (storage.fairqueue);
+        # and its unit's lease taken and the delivery counted — one round trip for the three, as
+        # this process waits on each in turn for every message (over a network, milliseconds).
         unit = guard.unit_of(self.name, self.args)
-        if unit is None:
-            return execute()
         retries = self.request_dict.get("retries") or 0
         holder = f"{self.id}:{uuid.uuid4().hex[:8]}"
-        if not deliveries.take_lease(unit, holder):
+        try:
+            delivered = deliveries.begin([self.id], unit, holder, self.id, retries)
+        except guard.TRANSIENT:
+            if unit is not None:
+                raise
+            return execute()  # unconfirmed: parked again later and sent twice at worst, harmless
+        if unit is None:
+            return execute()
+        if not delivered:
             return self._finish_without_running(self._defer, pool)
         self.lease = (unit, holder)
-        delivered = deliveries.count_delivery(self.id, retries)
         if delivered > get_settings().max_deliveries:
             return self._finish_without_running(lambda: self._poison(delivered - 1, retries), pool)
         return execute()

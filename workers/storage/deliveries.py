@@ -10,14 +10,14 @@ the reconciler's pass (a turn that also spaces the passes) and a reindex's step 
 
 from __future__ import annotations
 
-from typing import cast
+from typing import Any, cast
 
 from redis.lock import Lock
 
 from workers import keys
 from workers.connections import redis_client
 from workers.settings import get_settings
-from workers.storage import scripts
+from workers.storage import fairqueue, scripts
 
 RECORD_TTL_S = 7 * 24 * 3600
 
@@ -30,6 +30,24 @@ def take_lease(key: str, holder: str) -> bool:
     return bool(scripts.script("lease_take")(keys=[key], args=[holder, lease_ms()]))
 
 
+def begin(received: list[str], unit: str | None, holder: str, task_id: str, retries: int) -> int | None:
+    """A delivery as it begins, in one round trip: its message ``received`` (the fair gate's
+    record of it confirmed), then, for a unit of work, its lease taken and the delivery counted.
+    The count of deliveries that started work, this one included; 0 if the lease is held; None
+    without a unit."""
+    def build(pipe: Any) -> None:
+        if received:
+            fairqueue.confirm(received, pipe)
+        if unit is not None:
+            scripts.in_pipeline(pipe, "lease_take_counted", [unit, keys.deliveries(task_id, retries)],
+                                [holder, lease_ms(), RECORD_TTL_S])
+
+    # Both may run twice (after a NOSCRIPT): a confirm again is a no-op, and the lease script
+    # answers its own holder the same.
+    answers = scripts.run_loaded(build, ["fair_confirm", "lease_take_counted"])
+    return int(answers[-1]) if unit is not None else None
+
+
 def renew_leases(held: dict[str, str]) -> None:
     """``{lease key: holder}`` for the tasks a worker runs: keep them alive."""
     if held:
@@ -38,15 +56,6 @@ def renew_leases(held: dict[str, str]) -> None:
 
 def release_lease(key: str, holder: str) -> None:
     scripts.script("lease_release")(keys=[key], args=[holder])
-
-
-def count_delivery(task_id: str, retries: int) -> int:
-    """This message's deliveries that started work, this one included."""
-    key = keys.deliveries(task_id, retries)
-    pipe = redis_client().pipeline()
-    pipe.incr(key)
-    pipe.expire(key, RECORD_TTL_S)
-    return int(pipe.execute()[0])
 
 
 def record_death(task_id: str, retries: int, how: str) -> None:

@@ -35,7 +35,7 @@ from typing import Any, cast
 
 from workers import keys
 from workers.connections import redis_client
-from workers.storage import states
+from workers.storage import scripts, states
 from workers.storage.scripts import script
 
 # Per document (``states.member``): its entries parked or admitted and not yet received. The
@@ -77,9 +77,14 @@ def admit(queues: dict[str, list[str]], ahead: int, stale_s: float) -> list[dict
     return [json.loads(raw) for raw in script("fair_admit")(keys=[SENDING, SENDING_DATA], args=args)]
 
 
-def confirm(ids: list[str]) -> None:
-    if ids:
+def confirm(ids: list[str], pipe: Any = None) -> None:
+    """``pipe``: a pipeline to add it to (sent with the caller's other commands)."""
+    if not ids:
+        return
+    if pipe is None:
         script("fair_confirm")(keys=[SENDING, SENDING_DATA, WAITING, WAITING_TOTAL], args=ids)
+    else:
+        scripts.in_pipeline(pipe, "fair_confirm", [SENDING, SENDING_DATA, WAITING, WAITING_TOTAL], list(ids))
 
 
 def recount_if_drifted(queues: list[str]) -> bool:

@@ -11,6 +11,7 @@ by ``lua/NAME.lua`` when the file is read (once), so each script is still one EV
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,3 +39,29 @@ def source(name: str) -> str:
         text = (FOLDER / f"{name}.lua").read_text()
         _sources[name] = _INCLUDE.sub(lambda m: source(m.group(1)), text)
     return _sources[name]
+
+
+def in_pipeline(pipe: Any, name: str, keys: list[str], args: list[Any]) -> None:
+    """``name`` as one EVALSHA in ``pipe``. redis-py checks every script of a pipeline with a
+    SCRIPT EXISTS round trip before the pipeline itself; this skips it: run the pipeline with
+    ``run_loaded``, which loads the scripts on a NOSCRIPT and runs it again."""
+    pipe.evalsha(script(name).sha, len(keys), *keys, *args)
+
+
+def run_loaded(build: Callable[[Any], None], names: list[str]) -> list[Any]:
+    """A pipeline ``build`` fills, run; on a NOSCRIPT (a Redis restarted, its scripts flushed)
+    the scripts ``names`` loaded and the pipeline built and run again — so its commands must be
+    ones that may run twice."""
+    from redis.exceptions import NoScriptError
+
+    for attempt in (0, 1):
+        pipe = redis_client().pipeline(transaction=False)
+        build(pipe)
+        try:
+            return list(pipe.execute())
+        except NoScriptError:
+            if attempt:
+                raise
+            for name in names:
+                redis_client().script_load(source(name))
+    return []
