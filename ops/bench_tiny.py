@@ -101,7 +101,8 @@ def bench_tiny(args) -> None:
               "rss_mb_at": {m: at_mark[m]["rss_mb"] for m in marks},
               "rss_last_over_first": {k: round(last["rss_mb"][k] / max(1, first["rss_mb"][k]), 3)
                                       for k in (last.get("rss_mb") or {}) if k in first.get("rss_mb", {})},
-              "redis_mb_at": {m: at_mark[m]["redis_mb"] for m in marks}}
+              "redis_mb_at": {m: at_mark[m]["redis_mb"] for m in marks},
+              "rss_mb_peak": {k: max(s["rss_mb"].get(k, 0) for s in sampler.samples) for k in watched}}
     print(json.dumps(report), flush=True)
     lifecycle.delete(name)
     standin.close()
