@@ -28,7 +28,7 @@ import time
 import uuid
 from pathlib import Path
 
-from ops.bench_common import CORPUS
+from ops.bench_common import CORPUS, bill_of
 from ops.harness import SITUATE, StandIn, Worker
 
 MODEL = "claude-haiku-5-5"
@@ -90,8 +90,7 @@ def _run(standin: StandIn, source: Path, limits: dict, extra_env: dict[str, str]
     finally:
         for w in workers:
             w.stop()
-    bill = json.loads(subprocess.run([SITUATE, "stats", "-c", name, "--json"], capture_output=True, text=True,
-                                     check=True).stdout)["collections"][name]["total"]
+    bill = bill_of(name)
     stats = standin.stats()
     failed = states.counts(name).get("failed", 0)
     if catalog.exists(name):

@@ -18,7 +18,7 @@ import subprocess
 import time
 import uuid
 
-from ops.bench_common import CORPUS, DATA
+from ops.bench_common import CORPUS, DATA, bill_of
 from ops.harness import SITUATE, StandIn, Worker
 
 MODEL = "claude-haiku-5-5"
@@ -65,8 +65,7 @@ def run_corpus(standin: StandIn, corpus: str) -> dict:
     finally:
         for w in workers:
             w.stop()
-    stats = json.loads(subprocess.run([SITUATE, "stats", "-c", name, "--json"], capture_output=True, text=True,
-                                      check=True).stdout)["collections"][name]["total"]
+    stats = bill_of(name)
     failed = sum(1 for d in states.get_many(name, ids) if d and d["state"] == "failed")
     if catalog.exists(name):
         lifecycle.delete(name)

@@ -29,7 +29,7 @@ import time
 import uuid
 from pathlib import Path
 
-from ops.bench_common import DATA
+from ops.bench_common import DATA, fast_standin_env
 from ops.harness import StandIn, Worker
 
 MODEL = "claude-haiku-5-5"
@@ -130,9 +130,7 @@ def bench_scale(args) -> None:
     target = args.chunks
     legs = [n for n in LEGS if n < target] + [target]
     standin = StandIn(FAST)
-    env = {"ANTHROPIC_API_KEY": "sk-ant-bench", "ANTHROPIC_BASE_URL": standin.url,
-           "VOYAGE_API_KEY": "pa-bench", "VOYAGE_BASE_URL": f"{standin.url}/v1",
-           "SITUATE_RATE_LIMITS": json.dumps({MODEL: {"rpm": 10**7, "itpm": 10**10, "otpm": 10**9}})}
+    env = fast_standin_env(standin.url, MODEL)
     os.environ.update(env)
     name = f"bench-scale-{uuid.uuid4().hex[:6]}"
     config = lifecycle.ensure(name, contextualizer="anthropic", model=MODEL, embedder="voyage")

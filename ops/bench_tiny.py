@@ -22,6 +22,7 @@ import time
 import uuid
 from pathlib import Path
 
+from ops.bench_common import fast_standin_env
 from ops.bench_scale import Sampler, _deciles, _ingest_clock, _pid_of
 from ops.harness import SITUATE, StandIn, Worker
 
@@ -46,9 +47,7 @@ def bench_tiny(args) -> None:
 
     n = args.documents
     standin = StandIn(FAST)
-    env = {"ANTHROPIC_API_KEY": "sk-ant-bench", "ANTHROPIC_BASE_URL": standin.url,
-           "VOYAGE_API_KEY": "pa-bench", "VOYAGE_BASE_URL": f"{standin.url}/v1",
-           "SITUATE_RATE_LIMITS": json.dumps({MODEL: {"rpm": 10**7, "itpm": 10**10, "otpm": 10**9}})}
+    env = fast_standin_env(standin.url, MODEL)
     os.environ.update(env)
     name = f"bench-tiny-{uuid.uuid4().hex[:6]}"
     config = lifecycle.ensure(name, contextualizer="anthropic", model=MODEL, embedder="voyage")

@@ -5,13 +5,12 @@ test gets both worker hosts up and every link healed and at loopback speed."""
 from __future__ import annotations
 
 import json
-import uuid
 
 import pytest
 
 from ops import fleet as fleet_harness
 from ops.harness import StandIn
-from tests.faults.conftest import LATENCY
+from tests.faults.conftest import LATENCY, collection_name  # noqa: F401 - the faults' fixture, here too
 from tests.support import SECRET_KEY, TEST_MODEL, use_services
 
 # Leases short enough that a cut outlasts them within a test: the lease is 0.6 x this.
@@ -61,17 +60,3 @@ def hosts(network, standin):
     for host in ("w1", "w2"):
         network.heal(host)
     assert not gone, "a worker exited on its own:\n" + "\n".join(gone)
-
-
-@pytest.fixture
-def collection_name():
-    name = f"fl-{uuid.uuid4().hex[:10]}"
-    yield name
-    from workers import lifecycle
-    from workers.storage import catalog
-
-    try:
-        if catalog.exists(name):
-            lifecycle.delete(name)
-    except Exception:  # a failed run may leave a service unreachable; its audit said why
-        pass
