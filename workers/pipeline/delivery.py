@@ -76,7 +76,7 @@ class GuardedRequest(Request):
         retries = self.request_dict.get("retries") or 0
         holder = f"{self.id}:{uuid.uuid4().hex[:8]}"
         try:
-            delivered = deliveries.begin([self.id], unit, holder, self.id, retries)
+            delivered = deliveries.begin(self.id, retries, unit, holder)
         except guard.TRANSIENT:
             if unit is not None:
                 raise

@@ -30,14 +30,13 @@ def take_lease(key: str, holder: str) -> bool:
     return bool(scripts.script("lease_take")(keys=[key], args=[holder, lease_ms()]))
 
 
-def begin(received: list[str], unit: str | None, holder: str, task_id: str, retries: int) -> int | None:
-    """A delivery as it begins, in one round trip: its message ``received`` (the fair gate's
-    record of it confirmed), then, for a unit of work, its lease taken and the delivery counted.
-    The count of deliveries that started work, this one included; 0 if the lease is held; None
-    without a unit."""
+def begin(task_id: str, retries: int, unit: str | None, holder: str) -> int | None:
+    """A delivery of message ``task_id`` as it begins, in one round trip: the message received
+    (the fair gate's record of it confirmed), then, for a unit of work, its lease taken for
+    ``holder`` and the delivery counted. The count of deliveries that started work, this one
+    included; 0 if the lease is held; None without a unit."""
     def build(pipe: Any) -> None:
-        if received:
-            fairqueue.confirm(received, pipe)
+        fairqueue.confirm([task_id], pipe)
         if unit is not None:
             scripts.in_pipeline(pipe, "lease_take_counted", [unit, keys.deliveries(task_id, retries)],
                                 [holder, lease_ms(), RECORD_TTL_S])
