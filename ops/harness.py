@@ -1,6 +1,6 @@
 """Real processes for tests and benchmarks: Celery workers, the stand-in API, the HTTP API.
 
-One set of helpers, used by ``tests/`` (through their conftest) and by ``ops/bench.py``, so a
+One set of helpers, used by ``tests/`` (through their conftest) and by ``ops/benchmarks/__main__.py``, so a
 benchmark measures the same processes the tests check. Every process starts in its own
 session (its whole tree is stopped with it), logs to ``.services/logs/<name>.log``, and is
 waited for until it answers, or fails at once with its log's tail when it dies first.
@@ -144,7 +144,7 @@ class Worker:
 
 
 class StandIn:
-    """The paid APIs' stand-in (``ops/standin.py``) as a real HTTP server process."""
+    """The paid APIs' stand-in (``ops/standins/claude.py``) as a real HTTP server process."""
 
     def __init__(self, config: dict[str, Any] | None = None):
         import httpx
@@ -152,7 +152,7 @@ class StandIn:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.base_config = dict(config or {})
-        self.proc, self.log = _spawn([sys.executable, "-m", "ops.standin", "--port", str(self.port),
+        self.proc, self.log = _spawn([sys.executable, "-m", "ops.standins.claude", "--port", str(self.port),
                                       "--config", json.dumps(self.base_config)], f"standin-{self.port}", cwd=ROOT)
         self.http = httpx.Client(base_url=self.url, timeout=30)
         deadline = time.monotonic() + 30
@@ -170,7 +170,7 @@ class StandIn:
     def configure(self, **changes: Any) -> None:
         """Set stand-in options (the others back to this process's base config); resets its cache
         and counters."""
-        from ops.standin import Config
+        from ops.standins.claude import Config
 
         self.http.post("/standin/config", json={**asdict(Config()), **self.base_config, **changes}).raise_for_status()
 
@@ -191,6 +191,84 @@ class StandIn:
         stop(self.proc)
 
 
+class OpenAIFleet:
+    """Replicas of an OpenAI-compatible server (``ops/standins/openai_fleet.py``), a process each:
+    ``urls`` is what ``SITUATE_OPENAI_BASE_URLS`` takes; a replica can be killed (its connections
+    refused), started again (an empty cache) or stalled; ``lines`` reads every request they logged."""
+
+    def __init__(self, n: int, config: dict[str, Any] | None = None):
+        import httpx
+
+        self.config = dict(config or {})
+        self.ports = [free_port() for _ in range(n)]
+        self.logs = [LOGS / f"replica-{port}.jsonl" for port in self.ports]
+        for path in self.logs:
+            path.unlink(missing_ok=True)
+        self.procs: list[subprocess.Popen | None] = [None] * n
+        self.http = httpx.Client(timeout=30)
+        for i in range(n):
+            self.start(i)
+
+    @property
+    def urls(self) -> str:
+        return ",".join(self.url(i) for i in range(len(self.ports)))
+
+    def url(self, i: int) -> str:
+        return f"http://127.0.0.1:{self.ports[i]}/v1"
+
+    def start(self, i: int) -> None:
+        """Replica ``i`` (again, if it was killed: its cache starts empty)."""
+        import httpx
+
+        proc, log = _spawn([sys.executable, "-m", "ops.standins.openai_fleet", "--port", str(self.ports[i]),
+                            "--name", f"r{i}", "--config", json.dumps(self.config), "--log", str(self.logs[i])],
+                           f"replica-{self.ports[i]}-{uuid.uuid4().hex[:4]}", cwd=ROOT)
+        self.procs[i] = proc
+        deadline = time.monotonic() + 30
+        while True:
+            if proc.poll() is not None:
+                raise ProcessDied(f"replica {i} exited with {proc.returncode}:\n{log_tail(log)}")
+            try:
+                self.http.get(f"{self.url(i)}/models").raise_for_status()
+                return
+            except httpx.HTTPError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+    def kill(self, i: int) -> None:
+        """SIGKILL: its requests in flight are lost, new connections refused."""
+        proc = self.procs[i]
+        if proc is not None and proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        self.procs[i] = None
+
+    def configure(self, i: int, **changes: Any) -> None:
+        self.http.post(f"http://127.0.0.1:{self.ports[i]}/standin/config", json=changes).raise_for_status()
+
+    def stats(self) -> list[dict[str, Any] | None]:
+        out: list[dict[str, Any] | None] = []
+        for i, port in enumerate(self.ports):
+            try:
+                out.append(self.http.get(f"http://127.0.0.1:{port}/standin/stats").json() if self.procs[i] else None)
+            except Exception:  # noqa: BLE001 - a replica killed meanwhile
+                out.append(None)
+        return out
+
+    def lines(self) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = []
+        for path in self.logs:
+            if path.exists():
+                found += [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+        return found
+
+    def close(self) -> None:
+        for i in range(len(self.ports)):
+            self.kill(i)
+        self.http.close()
+
+
 class FaultyProxy:
     """``faultproxy.py`` in front of ``upstream`` (``http://host:port``), cutting a share of its
     requests (``faults``: p_drop, p_reset, p_stall, stall_s); ``url`` to point a client at, ``stats``
@@ -202,7 +280,7 @@ class FaultyProxy:
         self.stats_file = LOGS / f"faultproxy-{self.port}.json"
         LOGS.mkdir(parents=True, exist_ok=True)
         self.stats_file.unlink(missing_ok=True)
-        self.proc, self.log = _spawn([sys.executable, "-m", "ops.faultproxy", "--upstream",
+        self.proc, self.log = _spawn([sys.executable, "-m", "ops.fleet.faultproxy", "--upstream",
                                       upstream.split("://", 1)[-1], "--port", str(self.port), "--faults",
                                       json.dumps(faults), "--stats", str(self.stats_file)], f"faultproxy-{self.port}",
                                      cwd=ROOT)

@@ -23,9 +23,19 @@ def _allowed(rules: list[str], name: str, model: str) -> bool:
     return any(rule in ("*", wanted, name, f"{name}:*") for rule in rules)
 
 
+def contextualizer_rules() -> list[str]:
+    """``SITUATE_ALLOWED_MODELS``; where it is not set and ``SITUATE_OPENAI_BASE_URLS`` is, the
+    operator has configured servers of their own: any model of theirs is allowed too."""
+    s = get_settings()
+    rules = _rules(s.allowed_models)
+    if "allowed_models" not in s.model_fields_set and s.openai_base_urls.strip():
+        rules.append("openai:*")
+    return rules
+
+
 def check_contextualizer(contextualizer: str, model: str, has_models: bool) -> None:
     """``SITUATE_ALLOWED_MODELS``; ``has_models``: the contextualizer takes a model (an LLM)."""
-    rules = _rules(get_settings().allowed_models)
+    rules = contextualizer_rules()
     if not _allowed(rules, contextualizer, model if has_models else ""):
         wanted = f"{contextualizer}:{model}" if model and has_models else contextualizer
         raise NotAllowed(f"{wanted!r} is not allowed here (SITUATE_ALLOWED_MODELS: {', '.join(rules)}); "

@@ -87,6 +87,10 @@ class LocalLLMError(LLMError):
     """The local GGUF model cannot run here (missing file, a build for another CPU)."""
 
 
+class PluginError(ConfigurationError):
+    """A module named in ``SITUATE_PLUGINS`` that cannot be imported: its name and the cause."""
+
+
 class ProviderFault(Exception):
     """A transient fault of a call out of the process (``workers.faults``): ``kind`` is
     connection, timeout, http_408, http_429, http_529 or http_5xx. Not public: it is retried."""

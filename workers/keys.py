@@ -163,7 +163,7 @@ def reindex_touched(collection: str) -> str:
     return _key("reindex", collection, "touched")
 
 
-# The bill (contextualizers/claude/usage.py) and the rate limits (…/ratelimit.py)
+# The bill (contextualizers/llm/usage.py) and the rate limits (…/ratelimit.py)
 USAGE_ALL = _key("usage", "_all")
 
 
@@ -177,6 +177,32 @@ def runs(collection: str) -> str:
 
 def rate_bucket(scope: str, dimension: str) -> str:
     return _key("rl", scope, dimension)
+
+
+# Replicas of the openai contextualizer's servers (storage/replicas.py), each by its label (its
+# base URL without credentials): calls in flight on it, those holding one of its slots, and
+# which replica a document's calls go to.
+REPLICAS_KNOWN = _key("replicas", "known")  # the labels workers have used: what /metrics reads
+REPLICAS_DOWN = _key("replicas", "down")  # label -> "until|failures": left alone, then probed
+REPLICAS_MOVES = _key("replicas", "moves")  # label -> documents moved away from it
+REPLICAS_TURN = _key("replicas", "turn")  # the round-robin routing's counter
+REPLICA_PROBE = _key("replica", "probe") + ":"  # + label: one worker's claim to probe a replica that was down
+
+
+def replica_load(label: str) -> str:
+    """The calls sent to a replica and not yet answered (waiting for a slot, or in one), by when
+    each entry lapses (a worker lost mid-call)."""
+    return _key("replica", "load", label)
+
+
+def replica_slots(label: str) -> str:
+    """The calls holding one of a replica's slots (``SITUATE_OPENAI_REPLICA_CONCURRENCY``)."""
+    return _key("replica", "slots", label)
+
+
+def replica_of(document: str) -> str:
+    """The replica a document's calls go to (``document``: collection and id)."""
+    return _key("replica", "of", document)
 
 
 TOKENS = _key("tokens")  # API tokens by SHA-256 (storage/tokens.py)

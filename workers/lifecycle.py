@@ -171,7 +171,11 @@ def _checked(config: CollectionConfig) -> CollectionConfig:
         raise CollectionError(f"vectors must be one of {catalog.VECTORS}, not {config.vectors!r}")
     embedders.check(config.embedder, config.embed_model)
     registry.check_name(config.contextualizer)
-    if config.contextualizer in registry.LLM_PROVIDERS:
+    if config.contextualizer == registry.SERVED:
+        if not config.model:  # a self-hosted model's name is the operator's: no default to guess
+            raise CollectionError("the openai contextualizer needs the model your servers serve: --model NAME "
+                                  "(the name they answer to, as in GET /v1/models)")
+    elif config.contextualizer in registry.LLM_PROVIDERS:
         if not config.model:
             config.model = models.DEFAULT_MODEL
         status, note = models.lifecycle_note(models.get(config.model))  # unknown: an error now, not at the first call
@@ -195,7 +199,8 @@ def _checked(config: CollectionConfig) -> CollectionConfig:
 
 def model_warning(config: CollectionConfig) -> str:
     """A sentence for the operator when the collection's model is deprecated or retired."""
-    if config.contextualizer not in registry.LLM_PROVIDERS or not config.model:
+    if config.contextualizer not in registry.LLM_PROVIDERS or config.contextualizer == registry.SERVED \
+            or not config.model:
         return ""
     try:
         return models.lifecycle_note(models.get(config.model))[1]

@@ -10,10 +10,14 @@ Haiku 5.5 is priced by prompt length: a prompt over 100,000 tokens pays its high
 every token. Cache minimums marked "assumed" were not published where we looked: a breakpoint
 below the real minimum costs nothing (the API caches nothing and says so in usage), so a low
 guess is the safe one. Limits are per account and model, shared by all workers (see
-``contextualizers.claude.ratelimit``); ``SITUATE_RATE_LIMITS`` sets your tier's.
+``contextualizers.llm.ratelimit``); ``SITUATE_RATE_LIMITS`` sets your tier's.
 
 ``SITUATE_MODELS`` adds or overrides models without a release:
 ``{"claude-x": {"input": 1.0, "output": 5.0, "min_cacheable_tokens": 2048, "bedrock_id": "..."}}``.
+The same table prices a hosted OpenAI-compatible model, per million input, cached input and output
+tokens: ``{"gpt-5-mini": {"input": 0.25, "cached_input": 0.025, "output": 2.0}}``. A model your own
+servers serve is not in it (``served``): its name is the operator's, it costs nothing per token, and
+the bill shows its tokens and time.
 """
 
 from __future__ import annotations
@@ -54,6 +58,10 @@ class ModelSpec:
     long_output: float = 0.0
     # Request fields a model needs for a plain, short answer (no thinking where it can be off).
     request_extras: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    # USD per million cached input tokens where a provider prices them itself (else input x read_multiplier).
+    cached_input: float | None = None
+    # Its limits are an account's (a hosted API): False for a server of your own, which queues.
+    limited: bool = True
 
     def rates(self, prompt_tokens: int) -> tuple[float, float]:
         """(input, output) USD per million tokens for a prompt of this size."""
@@ -71,7 +79,12 @@ class ModelSpec:
 
     @property
     def cache_read(self) -> float:
-        return self.input * self.read_multiplier
+        return self.cached_input if self.cached_input is not None else self.input * self.read_multiplier
+
+    @property
+    def read_share(self) -> float:
+        """What a cached input token costs, as a share of an uncached one."""
+        return self.cached_input / self.input if self.cached_input is not None and self.input else self.read_multiplier
 
 
 NEW_TOKENIZER = 2.8  # ~3.6 / 1.3
@@ -123,7 +136,8 @@ def _overrides() -> None:
         values = {k: v for k, v in values.items() if k in known and k != "id"}
         if isinstance(values.get("limits"), dict):
             values["limits"] = Limits(**values["limits"])
-        MODELS[model_id] = replace(MODELS[model_id], **values) if model_id in MODELS else ModelSpec(model_id, **values)
+        MODELS[model_id] = (replace(MODELS[model_id], **values) if model_id in MODELS
+                            else ModelSpec(model_id, **{"input": 0.0, "output": 0.0, "min_cacheable_tokens": 0, **values}))
 
 
 _overrides()
@@ -137,6 +151,18 @@ def get(model: str) -> ModelSpec:
         if spec.bedrock_id and (model == spec.bedrock_id or model.endswith("." + spec.bedrock_id)):
             return spec
     raise ValueError(f"unknown model {model!r}; known: {sorted(MODELS)} (add it with SITUATE_MODELS)")
+
+
+def served(model: str) -> ModelSpec:
+    """A model of the ``openai`` contextualizer: the table's entry when the operator priced it
+    (``SITUATE_MODELS``: a hosted API), else a model of your own servers — any name, free per
+    token, no account limits, a prefix cached from its first token, its window
+    ``SITUATE_OPENAI_CONTEXT_TOKENS``."""
+    s = get_settings()
+    if model in MODELS:
+        spec = MODELS[model]
+        return replace(spec, context_window=min(spec.context_window, s.openai_context_tokens))
+    return ModelSpec(model, 0.0, 0.0, 0, s.openai_context_tokens, limited=False)
 
 
 def lifecycle_note(spec: ModelSpec, today: datetime.date | None = None) -> tuple[str, str]:
@@ -178,7 +204,7 @@ def cost_usd(spec: ModelSpec, input_tokens: int, cache_write: int, cache_read: i
              batch: bool = False, ttl: str = "5m") -> float:
     base_in, base_out = spec.rates(input_tokens + cache_write + cache_read)
     write_price = base_in * (2.0 if ttl == "1h" else 1.25)
-    total = (input_tokens * base_in + cache_write * write_price + cache_read * base_in * spec.read_multiplier
+    total = (input_tokens * base_in + cache_write * write_price + cache_read * base_in * spec.read_share
              + output_tokens * base_out) / 1e6
     return total * (spec.batch_discount if batch else 1.0)
 

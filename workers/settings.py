@@ -42,7 +42,7 @@ class Settings(BaseSettings):
     # ## Defaults for new collections
     # Frozen into a collection when it is created (from the producer's environment, or its flags);
     # every worker follows the stored copy, whatever its own environment says.
-    contextualizer: str = "keywords"  # keywords, structural, none, anthropic, bedrock, llama
+    contextualizer: str = "keywords"  # keywords, structural, none, anthropic, bedrock, openai, llama
     model: str = ""                   # the LLM model ("": the contextualizer's default)
     embedder: str = ""                # "": by language (local-e5 for English, local-multilingual for French and German)
     embed_model: str = ""             # an API embedder's model ("": its default)
@@ -143,6 +143,17 @@ class Settings(BaseSettings):
     llama_threads: int = 0            # its threads (0: llama.cpp's default)
     llama_allow_amx: bool = False     # run a llama.cpp build with AMX (such builds crashed on document-sized prompts)
 
+    # ## Your own LLM servers (the openai contextualizer)
+    # Replicas of an OpenAI-compatible server (vLLM, SGLang, llama.cpp, Ollama, TGI, a hosted API), set
+    # on the workers. Each replica keeps its own prefix cache: a document's calls go to one of them.
+    openai_base_urls: str = ""        # the replicas' base URLs, comma-separated, each ending in /v1
+    openai_routing: Literal["affinity", "round-robin", "least-loaded"] = "affinity"  # a document's calls on one replica (affinity), or each call on the next replica, or on the least busy
+    openai_replica_concurrency: int = Field(8, ge=1)  # calls in flight on one replica, all workers together (the rest wait their turn)
+    openai_imbalance: int = Field(8, ge=0)  # a new document skips its replica when that one has this many calls in flight more than the least busy
+    openai_down_s: float = 30         # a replica that refused a connection or timed out is left alone this long, then probed
+    openai_context_tokens: int = Field(8192, ge=1024)  # the served model's window per request; a longer document is read as its opening and windows
+    openai_prompt_cache_key: Literal["auto", "on", "off"] = "auto"  # send the document's key as prompt_cache_key (auto: to api.openai.com)
+
     # ## The API, its pages and Flower
     api_token: str = ""               # the admin token (scoped ones: situate token create); unset: open on loopback only
     api_host: str = "127.0.0.1"       # the address situate api binds (beyond loopback it needs a token)
@@ -191,13 +202,14 @@ class Credentials(BaseSettings):
     aws_session_token: str = ""       # (the same chain)
     aws_profile: str = ""             # (the same chain)
     aws_endpoint_url_bedrock_runtime: str = ""  # Bedrock's endpoint (a stand-in, a VPC endpoint)
+    openai_api_key: str = ""          # the openai contextualizer's servers, when they ask for a key (self-hosted ones often do not)
     situate_api_token: str = ""       # the API's admin token (also a setting, above)
     situate_flower_password: str = ""  # situate flower's password (also a setting, above)
     situate_redis_sentinel_password: str = ""  # the sentinels' password (also a setting, above)
 
     def secrets(self) -> list[str]:
         """Values to remove from every log line (long enough not to blank out ordinary words)."""
-        kept = ("anthropic_api_key", "anthropic_auth_token", "voyage_api_key", "cohere_api_key",
+        kept = ("anthropic_api_key", "anthropic_auth_token", "voyage_api_key", "cohere_api_key", "openai_api_key",
                 "aws_secret_access_key", "aws_session_token", "situate_api_token", "situate_flower_password",
                 "situate_redis_sentinel_password")
         return [v for v in (getattr(self, name) for name in kept) if len(v) >= 8]

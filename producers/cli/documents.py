@@ -269,10 +269,11 @@ def show_estimate(e: Any, json_output: bool) -> None:
               f"(chunks); measured on this deployment's calls: {', '.join(e.measured) or 'nothing yet'} "
               "(the rest from the model table and a default: estimates improve after a first run)", highlight=False)
     per_million = e.cost_per_million_document_tokens
+    pace = (f"at the rate limits ({e.limits['rpm']:,} rpm, {e.limits['itpm']:,} input and {e.limits['otpm']:,} "
+            f"output tokens/min) at least {e.minutes_at_rate_limits:.1f} min, bound by {e.binding_limit}"
+            if e.limits else "no account limits (servers of your own): the time is your replicas' prefill and decode")
     out.print(f"cost ${e.cost_usd:,.4f} (without prompt caching ${e.cost_without_cache_usd:,.4f}"
-              + (f"; ${per_million:,.3f} per million document tokens" if per_million else "") + "); "
-              f"at the rate limits ({e.limits['rpm']:,} rpm, {e.limits['itpm']:,} input and {e.limits['otpm']:,} "
-              f"output tokens/min) at least {e.minutes_at_rate_limits:.1f} min, bound by {e.binding_limit}",
+              + (f"; ${per_million:,.3f} per million document tokens" if per_million else "") + f"); {pace}",
               highlight=False)
 
 

@@ -76,27 +76,33 @@ def stats(
     runs: int = typer.Option(5, help="How many recent runs to show."),
     json_output: bool = typer.Option(False, "--json"),
 ) -> None:
-    """The LLM bill: tokens, cache-read ratio beside the best possible, cost, 429/529 counts."""
-    from workers.contextualizers.claude import usage
+    """The LLM bill: tokens, cache-read ratio beside the best possible, cost, 429/529 counts; for
+    servers of your own, the time in calls and each replica's share read from its cache."""
+    from workers.contextualizers.llm import usage
     from workers.storage import bill, catalog
 
     names = [collection] if collection else catalog.list_names()
     report: dict[str, Any] = {"all": usage.totals(None) if not collection else None,
               "collections": {n: {"total": usage.totals(n),
-                                  "runs": {r: usage.totals(n, r) for r in bill.runs(n, runs)}} for n in names}}
+                                  "runs": {r: usage.totals(n, r) for r in bill.runs(n, runs)}} for n in names},
+              "replicas": usage.replicas()}
     if json_output:
         print(json.dumps(report))
         return
     table = Table("collection / run", "calls", "tokens in / write / read / out", "cache read (best)",
-                  "cost $", "$ per M doc tokens", "429 / 529 / 5xx")
+                  "cost $", "$ per M doc tokens", "time in calls", "429 / 529 / 5xx")
 
     def row(label: str, t: dict[str, Any]) -> None:
         per_m = t["cost_per_million_document_tokens"]
+        read = "not reported" if t["cache_read_tokens"] is None else f"{t['cache_read_tokens']:,}"
+        ratio = "not reported" if t["cache_read_ratio"] is None else f"{t['cache_read_ratio']:.1%}"
+        if t["cache_read_tokens"] is not None and t["cache_unreported_calls"]:
+            read += f" ({t['cache_unreported_calls']:,} calls not reported)"
         table.add_row(label, f"{t['calls']:,}",
-                      f"{t['input_tokens']:,} / {t['cache_write_tokens']:,} / {t['cache_read_tokens']:,} / "
-                      f"{t['output_tokens']:,}",
-                      f"{t['cache_read_ratio']:.1%} ({t['best_read_ratio']:.1%})", f"{t['cost_usd']:.4f}",
-                      "-" if per_m is None else f"{per_m:.2f}", f"{t['http_429']} / {t['http_529']} / {t['http_5xx']}")
+                      f"{t['input_tokens']:,} / {t['cache_write_tokens']:,} / {read} / {t['output_tokens']:,}",
+                      f"{ratio} ({t['best_read_ratio']:.1%})", f"{t['cost_usd']:.4f}",
+                      "-" if per_m is None else f"{per_m:.2f}", f"{t['call_seconds']:,.0f} s",
+                      f"{t['http_429']} / {t['http_529']} / {t['http_5xx']}")
 
     for name, data in report["collections"].items():
         if not data["total"]["calls"]:
@@ -105,6 +111,13 @@ def stats(
         for run_id, t in data["runs"].items():
             row(f"  run {run_id}", t)
     out.print(table)
+    if report["replicas"]:
+        replicas = Table("replica", "calls", "read from its cache", "calls in flight", "documents moved away", "state")
+        for label, r in report["replicas"].items():
+            share = "not reported" if r["cache_read_ratio"] is None else f"{r['cache_read_ratio']:.1%}"
+            replicas.add_row(safe(label), f"{r['calls']:,}", share, str(r["in_flight"]), str(r["moved_away"]),
+                             "down" if r["down"] else "up")
+        out.print(replicas)
 
 
 STAGES = ("queued", "chunked", "situated", "indexed", "failed")  # the order a document moves in

@@ -147,9 +147,9 @@ def estimate_prepared(config: CollectionConfig, documents: Iterable[Prepared | N
     llm = config.contextualizer in registry.LLM_PROVIDERS
     planner = spec = None
     if llm:
-        from workers.contextualizers.claude.scheduler import LLMContextualizer
+        from workers.contextualizers.llm.scheduler import LLMContextualizer, spec_for
 
-        planner = LLMContextualizer(config, _NoProvider(), "estimate")
+        planner = LLMContextualizer(config, _NoProvider(), "estimate", spec_for(config))
         spec = planner.spec
         measured = _measured(config.model, config.name)
         result.output_per_call = measured.get("output_per_call", DEFAULT_OUTPUT_TOKENS)
@@ -170,7 +170,7 @@ def estimate_prepared(config: CollectionConfig, documents: Iterable[Prepared | N
         doc = SourceDocument(config.name, prepared.doc_id, "estimate", text, prepared.language, prepared.metadata,
                              chunks)
         result.document_tokens += models.estimate_tokens(text, spec)
-        long_doc = models.estimate_tokens(text, spec) > s.llm_max_document_tokens
+        long_doc = models.estimate_tokens(text, spec) > planner.max_document_tokens
         if long_doc:
             result.long_documents += 1
             result.windows += len(planner.plan(doc).windows)
@@ -208,6 +208,8 @@ def estimate_prepared(config: CollectionConfig, documents: Iterable[Prepared | N
     if spec is not None:  # an LLM contextualizer
         result.output_tokens = round(result.calls * round(result.output_per_call))
         limits = s.rate_limits.get(config.model)
+        if not (limits or spec.limited):  # servers of your own: no account limits to wait on
+            return result
         limit = models.Limits(**limits) if limits else spec.limits
         result.limits = {"rpm": limit.rpm, "itpm": limit.itpm, "otpm": limit.otpm}
         minutes = {"requests": result.calls / limit.rpm,

@@ -93,6 +93,7 @@ def build(window_minutes: int = 60, window_days: int = 14) -> dict[str, Any]:
                 if d:
                     failed.append({"collection": name, "doc_id": d["doc_id"], "error": d.get("error")})
     snap["failed"] = failed[:FAILED_SHOWN]
+    snap["replicas"] = fleet.replicas()
     snap["series"] = _minute_series(window_minutes)
     snap["spend"] = _daily_spend(window_days)
     snap["latency"] = {h["labels"].get("model", ""): {"p50": metrics.quantile(0.5, h["buckets"]),

@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from workers import metrics
-from workers.contextualizers.claude import usage
+from workers.contextualizers.llm import usage
 from workers.pipeline.routing import all_queues, oldest_waiting_s, sublists
 from workers.storage import broker, catalog, chunk_index, fairqueue, presence, states
 
@@ -92,20 +92,27 @@ def by_model(counters: dict[str, Any] | None = None) -> dict[str, dict[str, Any]
     def row(labels: dict[str, Any]) -> dict[str, float]:
         return rows.setdefault((labels.get("collection", ""), labels.get("model", "")),
                                {"input": 0, "cache_write": 0, "cache_read": 0, "output": 0, "calls": 0,
-                                "cost_usd": 0.0, "best_read": 0})
+                                "cost_usd": 0.0, "best_read": 0, "unreported_calls": 0})
 
     for labels, value in counters.get("llm_tokens", []):
         row(labels)[labels["kind"]] += value
-    for name, field in (("llm_calls", "calls"), ("llm_cost_usd", "cost_usd"), ("llm_best_read_tokens", "best_read")):
+    for name, field in (("llm_calls", "calls"), ("llm_cost_usd", "cost_usd"), ("llm_best_read_tokens", "best_read"),
+                        ("llm_cache_unreported_calls", "unreported_calls")):
         for labels, value in counters.get(name, []):
             row(labels)[field] += value
     out = {}
     for (collection, model), r in rows.items():
         prompt = r["input"] + r["cache_write"] + r["cache_read"]
-        r["cache_read_ratio"] = r["cache_read"] / prompt if prompt else 0.0
-        r["best_read_ratio"] = min(1.0, r["best_read"] / prompt) if prompt else 0.0
-        out[f"{collection}|{model}"] = {"collection": collection, "model": model, **r}
+        reported = not (r["calls"] and r["unreported_calls"] >= r["calls"])  # a server that never said
+        out[f"{collection}|{model}"] = {"collection": collection, "model": model, **r,
+                                        "cache_read_ratio": (r["cache_read"] / prompt if prompt else 0.0) if reported else None,
+                                        "best_read_ratio": min(1.0, r["best_read"] / prompt) if prompt else 0.0}
     return out
+
+
+def replicas() -> dict[str, dict[str, Any]]:
+    """The replicas of the servers of your own, as ``situate stats`` shows them (``usage.replicas``)."""
+    return usage.replicas()
 
 
 def snapshot(counters: dict[str, Any] | None = None) -> dict[str, Any]:

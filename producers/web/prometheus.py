@@ -31,6 +31,14 @@ COUNTERS = {
     "llm_tokens": ("situate_llm_tokens", "LLM tokens by kind: input, cache_write, cache_read, output.",
                    ["collection", "model", "kind"]),
     "llm_cost_usd": ("situate_llm_cost_usd", "What the LLM calls cost, in US dollars.", ["collection", "model"]),
+    "llm_replica_calls": ("situate_llm_replica_calls", "Calls a replica of your own servers answered.", ["replica"]),
+    "llm_replica_tokens": ("situate_llm_replica_tokens", "A replica's prompt tokens by kind: input (computed), "
+                           "cache_read (read from its prefix cache, where it says).", ["replica", "kind"]),
+    "llm_replica_seconds": ("situate_llm_replica_seconds", "Time in a replica's calls, request to answer.", ["replica"]),
+    "llm_replica_down": ("situate_llm_replica_down", "Times a replica was set aside (a refused connection, a "
+                         "timeout).", ["replica"]),
+    "llm_cache_unreported_calls": ("situate_llm_cache_unreported_calls", "Calls whose server said nothing of its "
+                                   "cache (their reads are unknown).", ["collection", "model"]),
     "llm_best_read_tokens": ("situate_llm_best_read_tokens",
                              "Cache reads the same calls could have had at best.", ["collection", "model"]),
     "llm_faults": ("situate_llm_faults", "LLM provider faults (kind: connection, timeout, http_408, http_429, "
@@ -114,10 +122,12 @@ class FleetCollector:
                                  "The best cache-read ratio the same calls could have had.",
                                  labels=["collection", "model"])
         for row in snap["by_model"].values():
-            ratio.add_metric([row["collection"], row["model"]], row["cache_read_ratio"])
+            if row["cache_read_ratio"] is not None:  # a server that never said what it read: no figure, not 0
+                ratio.add_metric([row["collection"], row["model"]], row["cache_read_ratio"])
             best.add_metric([row["collection"], row["model"]], row["best_read_ratio"])
         yield ratio
         yield best
+        yield from _replicas()
         depth = GaugeMetricFamily("situate_queue_messages", "Messages waiting, over all priority lists.",
                                   labels=["queue"])
         lists = GaugeMetricFamily("situate_queue_list_messages", "Messages waiting in each of Kombu's "
@@ -163,6 +173,27 @@ api_seconds = Histogram("situate_api_request_seconds", "API request latency.", [
 
 def render() -> bytes:
     return generate_latest(registry)
+
+
+def _replicas() -> Iterator[Metric]:
+    """Servers of your own, per replica: calls in flight (the fleet's), documents moved away from
+    it, whether it is up, and the share of its prompt tokens it read from its cache."""
+    rows = fleet.replicas()
+    in_flight = GaugeMetricFamily("situate_llm_replica_calls_in_flight", "Calls sent to a replica and not yet "
+                                  "answered (waiting for one of its slots, or in one).", labels=["replica"])
+    moved = CounterMetricFamily("situate_llm_replica_documents_moved", "Documents whose calls moved away from a "
+                                "replica (it went down while they were under way).", labels=["replica"])
+    up = GaugeMetricFamily("situate_llm_replica_up", "1 while a replica is in the routing, 0 while it is left "
+                           "alone after refusing a connection or timing out.", labels=["replica"])
+    read = GaugeMetricFamily("situate_llm_replica_cache_read_ratio", "The share of a replica's prompt tokens it "
+                             "read from its prefix cache (absent where it never said).", labels=["replica"])
+    for label, r in rows.items():
+        in_flight.add_metric([label], r["in_flight"])
+        moved.add_metric([label], r["moved_away"])
+        up.add_metric([label], 0 if r["down"] else 1)
+        if r["cache_read_ratio"] is not None:
+            read.add_metric([label], r["cache_read_ratio"])
+    yield from (in_flight, moved, up, read)
 
 
 def _index_blocks() -> GaugeMetricFamily:

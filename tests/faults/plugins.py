@@ -30,7 +30,7 @@ class CrashOnMarker:
 
 
 def _crashy(config):
-    from workers.contextualizers.claude.scheduler import anthropic_contextualizer
+    from workers.contextualizers.llm.scheduler import anthropic_contextualizer
 
     return CrashOnMarker(anthropic_contextualizer(config.model_copy(update={"contextualizer": "anthropic"})))
 

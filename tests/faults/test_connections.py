@@ -1,7 +1,7 @@
 """Connections cut as networks and busy providers cut them, on a share of every kind of call out
 of the process: closed without an answer (a peer dropping an idle keep-alive connection), reset
 once the provider has done the work, or stalled past the client's read timeout
-(``ops/faultproxy.py``, in front of the stand-in and of an S3 server). Per provider family — the
+(``ops/fleet/faultproxy.py``, in front of the stand-in and of an S3 server). Per provider family — the
 LLM (Anthropic, Bedrock), the embedders (Voyage, Bedrock), the rerankers (Voyage, Bedrock,
 Cohere), S3 — the run ends with no document failed, and no more calls paid twice than were cut
 after the work was done. Before ``workers.faults``, one dropped connection to Voyage failed a

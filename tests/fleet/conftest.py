@@ -1,5 +1,5 @@
 """The fleet: Redis, OpenSearch, the API and two worker hosts in network namespaces of their own
-(``ops/fleet.py``), the stand-in for the paid APIs outside it. One fleet for the module; each
+(``ops/fleet/hosts.py``), the stand-in for the paid APIs outside it. One fleet for the module; each
 test gets both worker hosts up and every link healed and at loopback speed."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from ops import fleet as fleet_harness
+from ops.fleet import hosts as fleet_harness
 from ops.harness import StandIn
 from tests.faults.conftest import LATENCY, collection_name  # noqa: F401 - the faults' fixture, here too
 from tests.support import SECRET_KEY, TEST_MODEL, use_services

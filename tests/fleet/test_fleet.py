@@ -1,4 +1,4 @@
-"""A fleet of hosts with a network between them (``ops/fleet.py``): a worker host cut from Redis,
+"""A fleet of hosts with a network between them (``ops/fleet/hosts.py``): a worker host cut from Redis,
 from OpenSearch, from the paid APIs or from everything for longer than its leases, then healed;
 a whole host lost at once. Each run is audited as the fault runs are (``tests/faults``): every
 document indexed once at its last version, nothing lost, nothing stale, and the calls paid twice

@@ -11,7 +11,7 @@ import pytest
 from producers.retrieval.search import search
 from tests.integration.conftest import worker_logs
 from tests.support import SECRET_KEY, TEST_MODEL, run_cli, write_jsonl
-from workers.contextualizers.claude import usage
+from workers.contextualizers.llm import usage
 from workers.storage import catalog, chunk_index, states
 
 BIG = 400  # words per chunk: 4+ such chunks exceed the 2,048-token cache minimum
@@ -240,7 +240,7 @@ def test_a_lone_call_on_a_cold_document_reserves_its_cache_write(standin, collec
     from workers import lifecycle
     from workers.chunks.splitting import locate
     from workers.contextualizers.base import SourceDocument
-    from workers.contextualizers.claude import scheduler
+    from workers.contextualizers.llm import scheduler
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET_KEY)
     monkeypatch.setenv("ANTHROPIC_BASE_URL", standin.url)

@@ -7,7 +7,7 @@ def test_rate_limiter_is_shared_and_429_penalties_do_not_add_up():
     import time
     import uuid
 
-    from workers.contextualizers.claude.ratelimit import RateLimiter
+    from workers.contextualizers.llm.ratelimit import RateLimiter
     from workers.models import Limits
 
     scope = uuid.uuid4().hex
@@ -31,7 +31,7 @@ def test_rate_limiter_settles_a_request_larger_than_its_bucket_as_the_provider_c
 
     import pytest
 
-    from workers.contextualizers.claude.ratelimit import RateLimiter
+    from workers.contextualizers.llm.ratelimit import RateLimiter
     from workers.models import Limits
 
     limiter = RateLimiter(uuid.uuid4().hex, Limits(rpm=6000, itpm=600, otpm=10**6), burst_s=1.0)  # 10 tokens, 10/s
@@ -51,7 +51,7 @@ def test_rate_limiter_does_not_trust_worker_clocks(monkeypatch):
 
     import pytest
 
-    from workers.contextualizers.claude.ratelimit import RateLimiter
+    from workers.contextualizers.llm.ratelimit import RateLimiter
     from workers.models import Limits
 
     limiter = RateLimiter(uuid.uuid4().hex, Limits(rpm=6000, itpm=600, otpm=10**6), burst_s=1.0)  # 10 tokens, 10/s

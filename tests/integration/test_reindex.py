@@ -15,7 +15,7 @@ from producers.retrieval.search import search
 from tests.support import TEST_MODEL, ingest, run_cli, running_api, wait_until
 from workers import lifecycle
 from workers.connections import opensearch_client
-from workers.contextualizers.claude import usage
+from workers.contextualizers.llm import usage
 from workers.storage import bodies, catalog, chunk_index, states
 
 ADMIN = "reindex-admin-token-0123456789"

@@ -8,7 +8,7 @@ from tests.support import reread_environment
 def test_token_estimate_is_calibrated_by_the_providers_counts():
     import random
 
-    from workers.contextualizers.claude.ratelimit import TokenCalibration
+    from workers.contextualizers.llm.ratelimit import TokenCalibration
 
     calibration, rng = TokenCalibration(), random.Random(3)
     ratios = [rng.gauss(0.78, 0.12) for _ in range(400)]  # the provider counts ~22% fewer, file by file
@@ -31,7 +31,7 @@ def test_call_pool_serves_first_calls_ahead_of_fan_outs():
     """A document's first call must not queue behind other documents' fan-out calls."""
     import threading
 
-    from workers.contextualizers.claude.callpool import CallPool
+    from workers.contextualizers.llm.callpool import CallPool
 
     pool, gate, order = CallPool(1), threading.Event(), []
     blocker = pool.submit(CallPool.REST, gate.wait)  # the pool's one thread is busy
@@ -52,7 +52,7 @@ def test_a_long_document_is_read_as_its_opening_and_the_window_of_its_section():
     from workers.chunks.splitting import Chunk
     from workers.contextualizers import windows
     from workers.contextualizers.base import SourceDocument
-    from workers.contextualizers.claude.scheduler import LLMContextualizer
+    from workers.contextualizers.llm.scheduler import LLMContextualizer
     from workers.storage.catalog import CollectionConfig
 
     sections = ["PART I › Item 1. Business"] * 5 + ["PART II › Item 7. MD&A › Results"] * 9 + \

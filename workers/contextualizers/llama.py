@@ -29,8 +29,7 @@ from workers.errors import LocalLLMError
 from workers.settings import get_settings
 from workers.storage.catalog import CollectionConfig
 
-SYSTEM = ("You write one or two sentences that say where the chunk sits in the document and what "
-          "it is about. Answer with the sentences only.")
+SYSTEM = prompts.SYSTEM
 PROMPT_OVERHEAD_TOKENS = 64  # the chat template's role markers around the messages
 
 _models: dict[str, Any] = {}

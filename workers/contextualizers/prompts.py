@@ -6,6 +6,11 @@ prefix and must be byte-identical for every chunk of a document.
 
 from __future__ import annotations
 
+# For open models (``llama``, ``openai``): small ones echo the instruction without a system prompt.
+# The same for every call, so it is the first part of every prefix a server caches.
+SYSTEM = ("You write one or two sentences that say where the chunk sits in the document and what "
+          "it is about. Answer with the sentences only.")
+
 DOCUMENT_BLOCK = "<document>\n{doc_content}\n</document>"
 
 CHUNK_INSTRUCTION = """Here is the chunk we want to situate within the whole document

@@ -21,6 +21,8 @@ from celery.signals import setup_logging, task_postrun, task_prerun, worker_init
 
 from workers import logs
 from workers.contextualizers import registry
+from workers.contextualizers.llm import replicas
+from workers.errors import PluginError
 from workers.pipeline import delivery, fair, rebuild, sending
 from workers.pipeline.delivery import Heartbeat
 from workers.settings import get_credentials, get_settings
@@ -48,6 +50,7 @@ def make_app() -> Celery:
 app = make_app()
 sending.install(app)
 delivery.on_heartbeat.append(rebuild.advance)  # reindexes move on every heartbeat (one worker by lease)
+delivery.on_heartbeat.append(replicas.probe_due)  # replicas of your own servers that were down, probed
 delivery.on_heartbeat.append(fair.admit)  # the gate is topped up on every heartbeat, and:
 
 
@@ -97,7 +100,13 @@ def unbind_document(task_id: str | None = None, **_: Any) -> None:
 
 @worker_init.connect
 def preload_provider_sdks(**_: Any) -> None:
-    registry.load_plugins()
+    try:
+        registry.load_plugins()
+    except PluginError as e:
+        # Celery logs and swallows an Exception raised by a signal's receiver, and the worker would
+        # go on taking documents it cannot situate: SystemExit is not swallowed.
+        log.critical("%s", e)
+        raise SystemExit(f"situate worker: {e}") from None
     credentials = get_credentials()
     for name, module in PRELOAD.items():
         if getattr(credentials, name):

@@ -37,7 +37,7 @@ from collections.abc import Callable
 from typing import Any
 
 from workers import keys, metrics
-from workers.contextualizers.claude.batches import GROUPED
+from workers.contextualizers.llm.batches import GROUPED
 from workers.pipeline import delivery, fair
 from workers.pipeline.routing import (
     CHUNK_PRIORITY,

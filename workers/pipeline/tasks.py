@@ -23,7 +23,7 @@ from workers import keys, metrics
 from workers.chunks.splitting import Chunk
 from workers.contextualizers import registry, reuse
 from workers.contextualizers.base import SourceDocument
-from workers.contextualizers.claude import batches as batches_module
+from workers.contextualizers.llm import batches as batches_module
 from workers.pipeline import delivery, fair, rebuild, reconcile, stages  # noqa: F401 - reconcile: a heartbeat duty of every worker
 from workers.pipeline.app import app
 from workers.pipeline.guard import PipelineTask
@@ -42,7 +42,7 @@ from workers.storage.bodies import body_store
 
 if TYPE_CHECKING:
     from workers.contextualizers.base import Contextualizer
-    from workers.contextualizers.claude.scheduler import LLMContextualizer
+    from workers.contextualizers.llm.scheduler import LLMContextualizer
 
 STORES = stages.Stores(states=states, catalog=catalog, checkpoints=checkpoints, bodies=body_store, index=chunk_index,
                        gate=fair, capacity=capacity, metrics=metrics)
@@ -61,7 +61,7 @@ def contextualize(collection: str, doc_id: str, version: str) -> None:
 def _submit_batch(contextualizer: Contextualizer, doc: SourceDocument, missing: list[Chunk]) -> None:
     """Message Batches mode: the document's next step into the pool, which the tender cuts
     batches from (``tend_batches``; the reconciler leaves a document waiting there alone)."""
-    from workers.contextualizers.claude import batches
+    from workers.contextualizers.llm import batches
 
     batches.enqueue(cast("LLMContextualizer", contextualizer), doc, missing)
     schedule_tend(pool_due_in())
@@ -87,7 +87,7 @@ def contextualize_slice(collection: str, doc_id: str, version: str, numbers: lis
 def poll_batch(collection: str, doc_id: str, version: str, batch_id: str) -> None:
     """A batch of one document, as 0.2 submitted them: its results collected when it has ended,
     then the document's next step goes to the pool as any other's (``tend_batches``)."""
-    from workers.contextualizers.claude import batches
+    from workers.contextualizers.llm import batches
 
     if not stages.pending(STORES, collection, doc_id, version, states.SITUATED):
         return
@@ -125,7 +125,7 @@ def _batch_source() -> batches_module.Source:
 @app.task(name=TEND_BATCHES_TASK, base=PipelineTask)
 def tend_batches() -> None:
     """The fleet's Message Batches, one worker at a time: the batches that ended collected, the
-    pool cut into new ones (``contextualizers.claude.batches``); then the next tend scheduled, for
+    pool cut into new ones (``contextualizers.llm.batches``); then the next tend scheduled, for
     the next poll or when the pool is next due."""
     lock = deliveries.duty_lock(keys.BATCH_TENDER, timeout_s=TEND_LOCK_S)
     if not lock.acquire():

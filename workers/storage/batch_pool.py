@@ -1,5 +1,5 @@
 """Message Batches grouped across documents: the steps waiting for the next batch, and the
-batches running (``contextualizers.claude.batches`` decides; this keeps the records).
+batches running (``contextualizers.llm.batches`` decides; this keeps the records).
 
 - **The pool**: one entry per document step — its first chunk alone (the seed, whose document
   block the batch caches for an hour) or its other chunks — oldest first, with what it will

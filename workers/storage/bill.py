@@ -1,5 +1,5 @@
 """The LLM bill's running totals in Redis: per collection, per run, and for the whole account,
-with the runs of each collection in order. ``contextualizers.claude.usage`` says what goes in
+with the runs of each collection in order. ``contextualizers.llm.usage`` says what goes in
 (each call, fault and document) and what the totals mean; this module only keeps them: a total
 that cannot be written now (Redis away) waits in memory and goes with the next write that can.
 """

@@ -1,5 +1,5 @@
 """Token buckets shared by every worker, in Redis: the rate limiter's store
-(``contextualizers.claude.ratelimit`` decides what to reserve and settle; this keeps the
+(``contextualizers.llm.ratelimit`` decides what to reserve and settle; this keeps the
 buckets). Each bucket is refilled continuously at ``rate`` per second up to ``capacity``; one
 Lua script per operation makes check-and-take atomic, and every script reads the time from Redis
 itself (``lua/ratelimit_now.lua``): one clock for all workers.

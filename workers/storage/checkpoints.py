@@ -121,7 +121,7 @@ def load_contexts(collection: str, doc_id: str, version: str) -> dict[int, dict[
 
 def release(collection: str, doc_id: str, version: str) -> None:
     """After indexing: chunks and contexts are in OpenSearch now, and the bill in the usage
-    totals (``contextualizers.claude.usage``); Redis keeps only what in-flight work needs."""
+    totals (``contextualizers.llm.usage``); Redis keeps only what in-flight work needs."""
     redis_client().delete(_chunks_key(collection, doc_id, version), _contexts_key(collection, doc_id, version))
 
 

@@ -6,7 +6,7 @@ const COLORS = ["#2563eb", "#dc2626", "#16a34a", "#d97706", "#7c3aed", "#0891b2"
 const CSRF = document.querySelector('meta[name="csrf-token"]').content;
 const SVG = "http://www.w3.org/2000/svg";
 const int = (n) => Math.round(n).toLocaleString("en-US");
-const pct = (x) => (100 * x).toFixed(1) + "%";
+const pct = (x) => (x == null ? "not reported" : (100 * x).toFixed(1) + "%");  // null: a server that never said
 const age = (s) => (s == null ? "-" : s < 90 ? s.toFixed(0) + " s" : (s / 60).toFixed(1) + " min");
 
 function cell(tr, text, cls, field) {
@@ -94,12 +94,22 @@ function render(d) {
     cell(tr, int(t.calls), "n", "calls");
     cell(tr, int(t.input_tokens), "n", "input_tokens");
     cell(tr, int(t.cache_write_tokens), "n", "cache_write_tokens");
-    cell(tr, int(t.cache_read_tokens), "n", "cache_read_tokens");
+    cell(tr, t.cache_read_tokens == null ? "not reported" : int(t.cache_read_tokens), "n", "cache_read_tokens");
     cell(tr, int(t.output_tokens), "n", "output_tokens");
     cell(tr, `${pct(t.cache_read_ratio)} (${pct(t.best_read_ratio)})`, "n", "cache_read");
     cell(tr, t.cost_usd.toFixed(4), "n", "cost_usd");
     cell(tr, `${t.http_429} / ${t.http_529} / ${t.http_5xx}`, "n", "faults");
   });
+
+  fill("replicas", Object.entries(d.replicas || {}), (tr, [label, r]) => {
+    cell(tr, label);
+    cell(tr, int(r.calls), "n", "calls");
+    cell(tr, pct(r.cache_read_ratio), "n", "cache_read");
+    cell(tr, int(r.in_flight), "n", "in_flight");
+    cell(tr, int(r.moved_away), "n", "moved_away");
+    cell(tr, r.down ? "down" : "up", "", "state");
+  });
+  document.getElementById("replicas-section").hidden = !Object.keys(d.replicas || {}).length;
 
   const s = d.series;
   const colorOf = {};

@@ -12,7 +12,7 @@ import json
 import time
 import uuid
 
-from ops.bench_common import CORPUS
+from ops.benchmarks.common import CORPUS
 from ops.harness import StandIn, Worker
 
 MODEL = "claude-haiku-5-5"  # the current Haiku (a 2,048-token cache minimum, as the cookbook's Haiku 3)
@@ -69,7 +69,7 @@ def situate_run(standin: StandIn, label: str, workers: int, concurrency: int,
                 limits: dict | None = None, burst_s: float = 60.0) -> dict:
     from producers.ingest import loaders, submit
     from workers import lifecycle
-    from workers.contextualizers.claude import usage
+    from workers.contextualizers.llm import usage
     from workers.pipeline.routing import CHUNK_QUEUE, contextualize_queue
     from workers.settings import get_settings
     from workers.storage import states

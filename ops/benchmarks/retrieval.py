@@ -15,7 +15,7 @@ import time
 import uuid
 from pathlib import Path
 
-from ops.bench_common import CORPUS
+from ops.benchmarks.common import CORPUS
 from ops.harness import Api, Worker
 
 

@@ -2,7 +2,7 @@
 first-tier limits, and what a million document tokens cost beside one batch per document step.
 
 Two parts, each with the stand-in Claude enforcing the Batches API's limits as the API does
-(``ops/standin_batches.py``: requests per minute across its endpoints, polls and result fetches
+(``ops/standins/batches.py``: requests per minute across its endpoints, polls and result fetches
 included; requests waiting in its processing queue; a batch's requests and bytes):
 
 1. **Cost, grouped against one batch per document step** (the 0.2 way, made here with
@@ -28,7 +28,7 @@ import time
 import uuid
 from pathlib import Path
 
-from ops.bench_common import CORPUS, bill_of
+from ops.benchmarks.common import CORPUS, bill_of
 from ops.harness import SITUATE, StandIn, Worker
 
 MODEL = "claude-haiku-5-5"

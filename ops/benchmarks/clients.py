@@ -17,7 +17,7 @@ import time
 
 import httpx
 
-from ops.bench_search_page import DATA, _ensure, _p
+from ops.benchmarks.search_page import DATA, _ensure, _p
 from ops.harness import Api
 
 TOKEN = "bench-clients-token-4471"

@@ -1,6 +1,6 @@
 """A local stand-in for the paid APIs: Anthropic Messages (streaming; Message Batches in
-``standin_batches``), Bedrock Converse, and the embedding and rerank APIs of Voyage, Bedrock
-and Cohere (``standin_vectors``), driven by tests and benchmarks through the real SDKs
+``standins.batches``), Bedrock Converse, and the embedding and rerank APIs of Voyage, Bedrock
+and Cohere (``standins.vectors``), driven by tests and benchmarks through the real SDKs
 (``ANTHROPIC_BASE_URL``, ``AWS_ENDPOINT_URL_BEDROCK_RUNTIME``). Our cost and cache figures come from it, so it follows
 the caching rules that matter (as the providers document them):
 
@@ -23,7 +23,7 @@ the caching rules that matter (as the providers document them):
   of every route but its own ``/standin/*``.
 
 Tokens are counted with its own rule (words and punctuation marks), not the client's estimate.
-Run: ``python -m ops.standin --port 8100`` (from the repository); ``GET /standin/stats``, ``POST /standin/config``,
+Run: ``python -m ops.standins.claude --port 8100`` (from the repository); ``GET /standin/stats``, ``POST /standin/config``,
 ``POST /standin/reset``.
 """
 
@@ -44,7 +44,10 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from ops import faultproxy, standin_batches, standin_cache, standin_vectors
+from ops.fleet import faultproxy
+from ops.standins import batches as standin_batches
+from ops.standins import cache as standin_cache
+from ops.standins import vectors as standin_vectors
 from workers import models
 
 _TOKEN = standin_cache.TOKEN
@@ -63,7 +66,7 @@ class Config:
     limits: dict[str, dict[str, int]] = field(default_factory=dict)  # model -> {rpm, itpm, otpm}
     burst_s: float = 60.0
     batch_delay_s: float = 0.5
-    # The Batches API's limits (standin_batches): a minute's requests (0: none), its queue, a batch's size.
+    # The Batches API's limits (standins.batches): a minute's requests (0: none), its queue, a batch's size.
     batch_rpm: int = 0
     batch_burst_s: float = 60.0  # the budget's capacity, in seconds of it (the API: a minute's)
     batch_queue_limit: int = 100_000
@@ -134,7 +137,7 @@ class StandIn:
         self.paid: dict[str, int] = {}  # answers billed, per prompt: a prompt billed twice was paid twice
         self.spans: list[list[float]] = []  # [start, end] wall-clock of each call (end 0 while in flight)
 
-    # -- caching (standin_cache) -----------------------------------------------------------------
+    # -- caching (standins.cache) -----------------------------------------------------------------
     def plan(self, model: str, blocks: list[tuple[str, bool]], ttl_s: float) -> dict[str, int]:
         self.stats["breakpoints"] += any(bp for _, bp in blocks)
         return standin_cache.plan(self.cache, models.get(model), blocks, ttl_s)

@@ -18,7 +18,7 @@ import subprocess
 import time
 import uuid
 
-from ops.bench_common import CORPUS, DATA, bill_of
+from ops.benchmarks.common import CORPUS, DATA, bill_of
 from ops.harness import SITUATE, StandIn, Worker
 
 MODEL = "claude-haiku-5-5"

@@ -29,10 +29,10 @@ from workers import faults, models
 from workers.chunks.splitting import Chunk
 from workers.contextualizers import prompts, windows
 from workers.contextualizers.base import Context, SourceDocument
-from workers.contextualizers.claude import usage
-from workers.contextualizers.claude.callpool import CallPool, worker_pool
-from workers.contextualizers.claude.providers import Answer, AnthropicProvider, BedrockProvider, Prompt, Provider
-from workers.contextualizers.claude.ratelimit import RateLimiter, TokenCalibration
+from workers.contextualizers.llm import usage
+from workers.contextualizers.llm.callpool import CallPool, worker_pool
+from workers.contextualizers.llm.providers import Answer, AnthropicProvider, BedrockProvider, Prompt, Provider
+from workers.contextualizers.llm.ratelimit import RateLimiter, TokenCalibration, Unlimited
 from workers.errors import LLMError, ProviderUnavailable
 from workers.settings import get_settings
 from workers.storage.catalog import CollectionConfig
@@ -41,18 +41,32 @@ log = logging.getLogger("situate.llm")
 
 
 class LLMContextualizer:
-    def __init__(self, config: CollectionConfig, provider: Provider, scope: str):
+    def __init__(self, config: CollectionConfig, provider: Provider, scope: str, spec: models.ModelSpec | None = None):
+        """``spec``: the model's, where it is not the table's (a model your own servers serve)."""
         s = get_settings()
         self.config = config
         self.provider = provider
-        self.spec = models.get(config.model)
-        status, note = models.lifecycle_note(self.spec)
-        if note:
-            log.warning("collection %s: %s", config.name, note)
+        self.spec = spec or models.get(config.model)
+        if spec is None:
+            status, note = models.lifecycle_note(self.spec)
+            if note:
+                log.warning("collection %s: %s", config.name, note)
         limits = s.rate_limits.get(config.model)
-        self.limiter = RateLimiter(f"{scope}:{config.model}",
-                                   models.Limits(**limits) if limits else self.spec.limits, s.rate_limit_burst_s)
+        self.limiter: RateLimiter | Unlimited = (
+            RateLimiter(f"{scope}:{config.model}", models.Limits(**limits) if limits else self.spec.limits,
+                        s.rate_limit_burst_s) if limits or self.spec.limited else Unlimited())
         self.name = config.contextualizer
+        # A document over this is read as its opening and windows: the deployment's budget, or
+        # less when the model's window is small (a model your own servers serve), leaving room for
+        # the longest chunk, its instruction and the answer.
+        room = self.spec.context_window - s.llm_max_output_tokens - round(1.5 * config.chunk_tokens) - 300
+        self.max_document_tokens = max(1024, min(s.llm_max_document_tokens, room))
+        self.opening_tokens = min(s.llm_long_doc_opening_tokens, self.max_document_tokens // 4)
+        self.window_tokens = min(s.llm_long_doc_window_tokens, self.max_document_tokens - self.opening_tokens)
+        # One document's calls in flight at once: on servers of your own, within its replica's slots.
+        self.document_concurrency = s.llm_document_concurrency
+        if scope == "openai":
+            self.document_concurrency = min(self.document_concurrency, s.openai_replica_concurrency)
         # What the provider counts per estimated token, for the document block (its share of a
         # warm-up call, learned from cache writes) and for the rest of a prompt (instruction +
         # chunk, learned from uncached input beside a cache hit or write): two kinds of text
@@ -74,14 +88,13 @@ class LLMContextualizer:
         """A long document's opening and windows (the same for every chunk and every slice)."""
         key = (doc.collection, doc.doc_id, doc.version)
         if key not in self._plans:
-            s = get_settings()
             self._plans = {key: windows.plan(doc.text, doc.chunks, lambda t: models.estimate_tokens(t, self.spec),
-                                             s.llm_long_doc_opening_tokens, s.llm_long_doc_window_tokens)}
+                                             self.opening_tokens, self.window_tokens)}
         return self._plans[key]
 
     def long_document_plan(self, doc: SourceDocument) -> windows.Plan | None:
         """The windows of a document too long to read whole, None for the others (slicing follows them)."""
-        if models.estimate_tokens(doc.text, self.spec) <= get_settings().llm_max_document_tokens:
+        if models.estimate_tokens(doc.text, self.spec) <= self.max_document_tokens:
             return None
         return self.plan(doc)
 
@@ -99,7 +112,7 @@ class LLMContextualizer:
         # charges plain input), so near the threshold we set it rather than trust an estimate;
         # a single-chunk document never reads its write back, so it gets none.
         cache = len(doc.chunks) > 1 and models.estimate_tokens(cached, self.spec) >= 0.8 * self.spec.min_cacheable_tokens
-        return Prompt(cached, cache, instruction, parts)
+        return Prompt(cached, cache, instruction, parts, key=f"{doc.collection}/{doc.doc_id}")
 
     def _call(self, doc: SourceDocument, run: str | None, chunk: Chunk, prompt: Prompt, expect_read: bool,
                  on_started: Callable[[dict[str, int]], None] | None) -> Context:
@@ -146,6 +159,16 @@ class LLMContextualizer:
              "cache_write_tokens": answer.cache_write_tokens, "cache_read_tokens": answer.cache_read_tokens,
              "output_tokens": answer.output_tokens, "cost_usd": cost, "attempt": attempt_number,
              "latency_ms": round(latency * 1000)}
+        if answer.replica:
+            u["replica"] = answer.replica
+            # The document block's share of the prompt, by characters: the prefix a cache shared
+            # by every replica would have served, for the best possible when no call read it.
+            prompt_chars = len(prompt.cached or "") + len(prompt.instruction)
+            if prompt_chars:
+                u["prefix_tokens"] = round((answer.input_tokens + answer.cache_read_tokens)
+                                           * len(prompt.cached or "") / prompt_chars)
+        if not answer.cache_reported:
+            u["cache_reported"] = False
         usage.record_call(doc.collection, run, doc.doc_id, chunk.n, self.config.model, u, latency, cost, attempt_number,
                           first_token_s=first_token[0] if first_token else None,
                           text_chars=(len(prompt.cached or ""), len(prompt.instruction)))
@@ -158,9 +181,8 @@ class LLMContextualizer:
 
     # -- one document ------------------------------------------------------------------------
     def contextualize(self, doc: SourceDocument, chunks: list[Chunk]) -> Iterator[tuple[Chunk, Context]]:  # noqa: C901 - one loop: the call order reads top down
-        s = get_settings()
         run = doc.run
-        long_doc = models.estimate_tokens(doc.text, self.spec) > s.llm_max_document_tokens
+        long_doc = models.estimate_tokens(doc.text, self.spec) > self.max_document_tokens
         plans = [(c, self._prompt(doc, c, long_doc)) for c in chunks]
         if not plans:
             return
@@ -218,7 +240,7 @@ class LLMContextualizer:
             # big document's first call, before its slices fan out) writes: reserving it as a
             # read overdrew the shared bucket by the whole document, and 429s followed.
             reads = cacheable and (doc.warm or warm.get("cache_write_tokens", 0) + warm.get("cache_read_tokens", 0) > 0)
-            bound = s.llm_document_concurrency
+            bound = self.document_concurrency
             error: BaseException | None = None
             while pending or ((ready or cold) and error is None):
                 while error is None and len(pending) < bound and (ready or cold):
@@ -256,8 +278,9 @@ class LLMContextualizer:
         can still read the opening, which is the cache read such a call did get."""
         best = 0
         for group in by_group.values():
-            prefix = max((max(c["cache_write_tokens"], c["cache_read_tokens"] + c["cache_write_tokens"])
-                          for c in group), default=0)
+            prefix = max((c["cache_read_tokens"] + c["cache_write_tokens"] for c in group), default=0)
+            if not prefix:  # a server of your own that read nothing (or said nothing): the prefix by its share
+                prefix = max((c.get("prefix_tokens", 0) for c in group), default=0)
             best += (len(group) if already_warm else max(0, len(group) - 1)) * prefix
         if len(by_group) > 1:
             firsts = [min(group, key=lambda c: -c["cache_write_tokens"]) for group in by_group.values()]
@@ -266,9 +289,20 @@ class LLMContextualizer:
         return best
 
 
+def spec_for(config: CollectionConfig) -> models.ModelSpec:
+    """The model a collection's LLM contextualizer calls, as the bill and the budgets see it."""
+    return models.served(config.model) if config.contextualizer == "openai" else models.get(config.model)
+
+
 def anthropic_contextualizer(config: CollectionConfig) -> LLMContextualizer:
     return LLMContextualizer(config, AnthropicProvider(config.model), "anthropic")
 
 
 def bedrock_contextualizer(config: CollectionConfig) -> LLMContextualizer:
     return LLMContextualizer(config, BedrockProvider(config.model), "bedrock")
+
+
+def openai_contextualizer(config: CollectionConfig) -> LLMContextualizer:
+    from workers.contextualizers.llm.openai_compatible import OpenAICompatibleProvider
+
+    return LLMContextualizer(config, OpenAICompatibleProvider(config.model), "openai", spec_for(config))

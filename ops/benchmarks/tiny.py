@@ -22,8 +22,8 @@ import time
 import uuid
 from pathlib import Path
 
-from ops.bench_common import fast_standin_env
-from ops.bench_scale import Sampler, _deciles, _ingest_clock, _pid_of
+from ops.benchmarks.common import fast_standin_env
+from ops.benchmarks.scale import Sampler, _deciles, _ingest_clock, _pid_of
 from ops.harness import SITUATE, StandIn, Worker
 
 MODEL = "claude-haiku-5-5"

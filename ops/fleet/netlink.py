@@ -1,4 +1,4 @@
-"""The network between a fleet's hosts (``ops/fleet.py``): a userspace TCP relay per route (one
+"""The network between a fleet's hosts (``ops/fleet/hosts.py``): a userspace TCP relay per route (one
 host to one service), each with a latency added in each direction and a switch that cuts it.
 
 This kernel has no netem, so latency is added here: every chunk of bytes read on a route is

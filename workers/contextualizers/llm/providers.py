@@ -1,4 +1,5 @@
-"""Claude behind two wire protocols: the Anthropic Messages API and Bedrock Converse.
+"""Claude behind two wire protocols: the Anthropic Messages API and Bedrock Converse (and, in
+``openai_compatible``, your own servers behind the OpenAI Chat Completions protocol).
 
 One attempt per ``call``; retries, rate limits and the bill are the scheduler's. Each provider
 puts the document block first with a cache breakpoint after it (``cache_control`` /
@@ -27,6 +28,9 @@ class Prompt:
     # A long document's cached text in parts, a breakpoint after each: its opening, then the
     # window the chunk is in (``contextualizers.windows``). Empty: ``cached`` is one block.
     parts: tuple[str, ...] = ()
+    # The document's key (collection and id): where its calls are routed on servers of your own,
+    # and OpenAI's ``prompt_cache_key``.
+    key: str = ""
 
     def blocks(self) -> list[tuple[str, bool]]:
         """The cached text as (text, breakpoint after it)."""
@@ -43,6 +47,10 @@ class Answer:
     cache_write_tokens: int
     cache_read_tokens: int
     output_tokens: int
+    # False where the server said nothing of its cache (Ollama; vLLM without
+    # --enable-prompt-tokens-details): the read is unknown, not 0.
+    cache_reported: bool = True
+    replica: str = ""  # the replica that answered (servers of your own)
 
 
 class Provider(Protocol):
@@ -113,7 +121,7 @@ class AnthropicProvider:
         except Exception as e:
             # The SDK wraps errors of the request only: once a stream's headers are in, a read
             # timeout or a dropped connection while iterating reaches us as httpx2's own.
-            raise _outcome(e, "Anthropic") from None
+            raise outcome(e, "Anthropic") from None
         return Answer("".join(text), stop, u_in, u_write, u_read, u_out)
 
 
@@ -143,7 +151,7 @@ class BedrockProvider:
             r = self.client.converse(modelId=self.model, messages=[{"role": "user", "content": content}],
                                      inferenceConfig={"maxTokens": max_tokens, "temperature": 0.0}, **extra)
         except Exception as e:
-            raise _outcome(e, "Bedrock") from None
+            raise outcome(e, "Bedrock") from None
         u = r.get("usage", {})
         if on_started:
             on_started({"cache_write_tokens": u.get("cacheWriteInputTokens", 0),
@@ -153,7 +161,7 @@ class BedrockProvider:
                       u.get("cacheReadInputTokens", 0), u.get("outputTokens", 0))
 
 
-def _outcome(error: Exception, provider: str) -> Exception:
+def outcome(error: Exception, provider: str) -> Exception:
     """What a provider's error means: a transient fault (retried by the scheduler), a refusal
     (the chunk fails with the provider's words), or our own error, raised as it is."""
     fault = faults.classify(error)

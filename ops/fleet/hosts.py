@@ -1,6 +1,6 @@
 """A fleet of hosts on this machine: Redis, OpenSearch, the API and two worker hosts, each in a
 network namespace of its own with an address of its own, and a network between them that can be
-slowed down and cut (``ops/netlink.py``).
+slowed down and cut (``ops/fleet/netlink.py``).
 
     10.45.0.1   this (root) namespace: the bridge, the network's relays, the stand-in Claude/Voyage
     10.45.0.2   redis     redis-server bound to its address
@@ -118,7 +118,7 @@ class Fleet:
         self.control_port = ports.pop()
         self.route_ports = {f"{h}-{s}": ports.pop() for h in CLIENTS for s in SERVICES}
         spec = {route: [f"{NET}.1:{port}", upstream[route.split("-", 1)[1]]] for route, port in self.route_ports.items()}
-        proc, log = _spawn([sys.executable, "-m", "ops.netlink", "--routes", json.dumps(spec),
+        proc, log = _spawn([sys.executable, "-m", "ops.fleet.netlink", "--routes", json.dumps(spec),
                             "--control", str(self.control_port)], f"{self.cluster}-netlink", cwd=ROOT)
         self.procs.append(proc)
         self._wait(lambda: "netlink ready" in log.read_text(errors="replace"), proc, log, "the network's relays")

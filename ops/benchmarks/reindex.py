@@ -31,7 +31,7 @@ import time
 
 import numpy as np
 
-from ops.bench_common import DATA
+from ops.benchmarks.common import DATA
 from ops.harness import SITUATE, Worker
 
 COOKBOOK = DATA / "cookbook"

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from ops.bench_common import DATA
+from ops.benchmarks.common import DATA
 from ops.harness import ROOT, SITUATE, Worker
 
 CORPORA = {  # name -> language a user would declare

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from ops.bench_scale import _corpus_texts, _merges_settle, _pid_of, _rss_kb
+from ops.benchmarks.scale import _corpus_texts, _merges_settle, _pid_of, _rss_kb
 
 SIZES = (100_000, 1_000_000)
 STORAGES = ("float", "byte")

@@ -1,6 +1,6 @@
 """``ops/bench fleet``: what a network between the hosts costs — Redis and OpenSearch round trips
 per document and per chunk, stage by stage, and chunks per second with 1 ms and 5 ms added each
-way against loopback, in one run (``ops/fleet.py``; needs root and network namespaces).
+way against loopback, in one run (``ops/fleet/hosts.py``; needs root and network namespaces).
 
 Each stage runs on a host of its own (chunk on ``w1``, the contextualize shards on ``w2``, index on
 ``api``), so each host's routes count its stage's traffic: a round trip is a write a client makes
@@ -16,7 +16,7 @@ import json
 import time
 import uuid
 
-from ops.fleet import Fleet, available
+from ops.fleet.hosts import Fleet, available
 from ops.harness import StandIn
 
 MODEL = "claude-haiku-5-5"

@@ -107,3 +107,17 @@ class RateLimiter:
         """After a 429: empty the request bucket for ``seconds`` so every worker backs off,
         not only the one that was told."""
         buckets.empty_for(self.keys[0], self.buckets[0], seconds)
+
+
+class Unlimited:
+    """No shared limit: a server of your own queues what it cannot serve yet (its replicas' slots
+    are ``replicas``' to share), and the account limits above are a hosted API's."""
+
+    def acquire(self, input_tokens: int, output_tokens: int, deadline_s: float = 600) -> Reservation:
+        return Reservation(0, 0)
+
+    def settle(self, reserved: Reservation, input_tokens: int, output_tokens: int) -> None:
+        pass
+
+    def penalize(self, seconds: float) -> None:
+        pass

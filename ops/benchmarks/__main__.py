@@ -37,33 +37,33 @@ os.environ.setdefault("SITUATE_ALLOWED_MODELS", "*")  # the cookbook's model, ag
 os.environ.setdefault("SITUATE_ALLOWED_EMBEDDERS", "*")
 os.environ.setdefault("SITUATE_ALLOWED_RERANKERS", "*")
 
-from ops import (
-    bench_batches,
-    bench_checkpoints,
-    bench_clients,
-    bench_control,
-    bench_corpora,
-    bench_extractors,
-    bench_fleet,
-    bench_hostile,
-    bench_index,
-    bench_llm_cost,
-    bench_memory,
-    bench_reconcile,
-    bench_reindex,
-    bench_retrieval,
-    bench_scale,
-    bench_search_page,
-    bench_situate,
-    bench_tiny,
-    benchmarks,
+from ops.benchmarks import (
+    batches,
+    checkpoints,
+    clients,
+    control,
+    corpora,
+    extractors,
+    fleet,
+    hostile,
+    index,
+    llm_cost,
+    memory,
+    reconcile,
+    record,
+    reindex,
+    retrieval,
+    scale,
+    search_page,
+    situate,
+    tiny,
 )
 
 
 def main() -> None:
     if "--record" in sys.argv[1:]:  # run it, then write what it printed into docs/benchmarks.md
         args = [a for a in sys.argv[1:] if a != "--record"]
-        sys.exit(benchmarks.record(args, [sys.executable, "-m", "ops.bench", *args]))
+        sys.exit(record.record(args, [sys.executable, "-m", "ops.benchmarks", *args]))
     parser = argparse.ArgumentParser(prog="ops/bench", epilog="--record (anywhere): write the run's output into "
                                      "its section of docs/benchmarks.md, with the date, the machine and the command")
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -72,74 +72,74 @@ def main() -> None:
     p.add_argument("--concurrency", type=int, default=2)
     p.add_argument("--embedders", default="", help="comma-separated, each its own run (default: a new collection's); "
                    "NAME:N embeds N texts per encoder call (0.2: 32)")
-    p.set_defaults(fn=bench_retrieval.bench_pipeline)
+    p.set_defaults(fn=retrieval.bench_pipeline)
     s = sub.add_parser("search")
     s.add_argument("--collection", default="cookbook")
     s.add_argument("--queries", default="", help="labelled queries (cookbook format; default: the cookbook's)")
-    s.set_defaults(fn=bench_retrieval.bench_search)
+    s.set_defaults(fn=retrieval.bench_search)
     b = sub.add_parser("situate")
     b.add_argument("--limit-only", action="store_true", help="only the demand and half-demand runs")
-    b.set_defaults(fn=bench_situate.bench_situate)
+    b.set_defaults(fn=situate.bench_situate)
     m = sub.add_parser("memory")
     m.add_argument("--documents", type=int, default=10_000)
     m.add_argument("--workers", type=int, default=2)
-    m.set_defaults(fn=bench_memory.bench_memory)
+    m.set_defaults(fn=memory.bench_memory)
     c = sub.add_parser("corpora")
     c.add_argument("--report", default=str(Path(__file__).resolve().parents[1] / ".services" / "report-corpora"))
     c.add_argument("--prefix", default="bench-", help="collection names' prefix (they are dropped and rebuilt)")
     c.add_argument("--only", default="", help="comma-separated corpora (default: all of them)")
-    c.set_defaults(fn=bench_corpora.bench_corpora)
+    c.set_defaults(fn=corpora.bench_corpora)
     lc = sub.add_parser("llm-cost")
     lc.add_argument("--only", default="", help="cookbook, financebench (default: both)")
-    lc.set_defaults(fn=bench_llm_cost.bench_llm_cost)
+    lc.set_defaults(fn=llm_cost.bench_llm_cost)
     ex = sub.add_parser("extractors")
-    ex.set_defaults(fn=bench_extractors.bench_extractors)
+    ex.set_defaults(fn=extractors.bench_extractors)
     rc = sub.add_parser("reconcile")
-    rc.set_defaults(fn=bench_reconcile.bench_reconcile)
+    rc.set_defaults(fn=reconcile.bench_reconcile)
     sc = sub.add_parser("scale")
     sc.add_argument("--chunks", type=int, default=100_000)
     sc.add_argument("--keep", action="store_true", help="keep the collection (default: dropped)")
     sc.add_argument("--skip-workers", action="store_true", help="no 1/2/4/8-worker LLM runs")
-    sc.set_defaults(fn=bench_scale.bench_scale)
+    sc.set_defaults(fn=scale.bench_scale)
     ri = sub.add_parser("reindex")
     ri.add_argument("--llm", action="store_true", help="the cookbook situated by the stand-in Claude, to Voyage")
-    ri.set_defaults(fn=bench_reindex.bench_reindex)
+    ri.set_defaults(fn=reindex.bench_reindex)
     ve = sub.add_parser("vectors")
     ve.add_argument("--vectors", type=int, default=100_000, help="synthetic vectors per storage")
     ve.add_argument("--synthetic-only", action="store_true", help="only the synthetic vectors, not the cookbook")
-    ve.set_defaults(fn=bench_reindex.bench_vectors)
+    ve.set_defaults(fn=reindex.bench_vectors)
     cp = sub.add_parser("checkpoints")
-    cp.set_defaults(fn=bench_checkpoints.bench_checkpoints)
+    cp.set_defaults(fn=checkpoints.bench_checkpoints)
     ho = sub.add_parser("hostile")
-    ho.set_defaults(fn=bench_hostile.bench_hostile)
+    ho.set_defaults(fn=hostile.bench_hostile)
     sp = sub.add_parser("search-page")
     sp.add_argument("--collection", default="bench-financebench", help="ingested from the filings if missing")
-    sp.set_defaults(fn=bench_search_page.bench_search_page)
+    sp.set_defaults(fn=search_page.bench_search_page)
     co = sub.add_parser("control")
     co.add_argument("--documents", type=int, default=1_000_000, help="the largest of 10k, 100k, 1M to reach")
-    co.set_defaults(fn=bench_control.bench_control)
+    co.set_defaults(fn=control.bench_control)
     cl = sub.add_parser("clients")
     cl.add_argument("--collection", default="bench-financebench", help="ingested from the filings if missing")
     cl.add_argument("--api-workers", type=int, default=1)
     cl.add_argument("--seconds", type=float, default=20)
-    cl.set_defaults(fn=bench_clients.bench_clients)
+    cl.set_defaults(fn=clients.bench_clients)
     fl = sub.add_parser("fleet")
     fl.add_argument("--documents", type=int, default=60)
     fl.add_argument("--chunks", type=int, default=4, help="chunks per document")
     fl.add_argument("--concurrency", type=int, default=2, help="pool processes of the chunk and index workers")
-    fl.set_defaults(fn=bench_fleet.bench_fleet)
+    fl.set_defaults(fn=fleet.bench_fleet)
     ix = sub.add_parser("index")
     ix.add_argument("--chunks", type=int, default=1_000_000, help="the largest of 100k, 1M to reach")
     ix.add_argument("--vectors", default="", help="storages to run, comma-separated (default: float,byte)")
-    ix.set_defaults(fn=bench_index.bench_index)
+    ix.set_defaults(fn=index.bench_index)
     ti = sub.add_parser("tiny")
     ti.add_argument("--documents", type=int, default=100_000)
     ti.add_argument("--backlog-mb", type=int, default=4, help="the producer's backlog budget")
-    ti.set_defaults(fn=bench_tiny.bench_tiny)
+    ti.set_defaults(fn=tiny.bench_tiny)
     ba = sub.add_parser("batches")
     ba.add_argument("--documents", type=int, default=10_000, help="documents at the first tier's limits")
     ba.add_argument("--cost-documents", type=int, default=300, help="documents in each cost run")
-    ba.set_defaults(fn=bench_batches.bench_batches)
+    ba.set_defaults(fn=batches.bench_batches)
     args = parser.parse_args()
     args.fn(args)
 

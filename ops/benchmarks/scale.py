@@ -29,7 +29,7 @@ import time
 import uuid
 from pathlib import Path
 
-from ops.bench_common import DATA, fast_standin_env
+from ops.benchmarks.common import DATA, fast_standin_env
 from ops.harness import StandIn, Worker
 
 MODEL = "claude-haiku-5-5"

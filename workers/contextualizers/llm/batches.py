@@ -34,9 +34,9 @@ from typing import Any
 from workers import faults, keys, models
 from workers.chunks.splitting import Chunk
 from workers.contextualizers.base import SourceDocument
-from workers.contextualizers.claude import usage
-from workers.contextualizers.claude.providers import AnthropicProvider, Prompt
-from workers.contextualizers.claude.scheduler import LLMContextualizer
+from workers.contextualizers.llm import usage
+from workers.contextualizers.llm.providers import AnthropicProvider, Prompt
+from workers.contextualizers.llm.scheduler import LLMContextualizer
 from workers.errors import ProviderRefused
 from workers.settings import get_settings
 from workers.storage import batch_pool, buckets, checkpoints, states

@@ -11,6 +11,12 @@ The totals are kept by ``storage.bill``; this module says what goes in them and 
 "Best possible" cache reads for a document of n calls whose cacheable prefix is P tokens is
 (n - 1) x P: the first call must write the prefix, every other call could read it. Documents
 below the model's cache minimum can read nothing.
+
+Servers of your own (``openai``) write nothing: every read is the prefix the server kept, and the
+figures per replica say which one read what. A server that says nothing of its cache (Ollama,
+vLLM without ``--enable-prompt-tokens-details``) has its calls counted as *not reported*: a total
+of reads then covers the calls that reported, and reads nothing when none did (``None``, not 0).
+The time spent in calls is kept too: for a self-hosted model, tokens and time are the bill.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ log = logging.getLogger("situate.usage")
 
 COUNTERS = ("calls", "input_tokens", "cache_write_tokens", "cache_read_tokens", "output_tokens",
             "best_read_tokens", "documents", "document_tokens", "http_429", "http_529", "http_5xx",
-            "errors", "batch_calls")
+            "errors", "batch_calls", "cache_unreported_calls")
 
 
 def record_call(collection: str, run: str | None, doc_id: str, chunk: int, model: str, usage: dict[str, Any],
@@ -35,19 +41,33 @@ def record_call(collection: str, run: str | None, doc_id: str, chunk: int, model
     """``text_chars``: the characters of the document block and of the rest of the prompt,
     paired with the provider's counts they teach ``ingest --estimate`` the model's tokenizer:
     the block from a cache write, the rest from the uncached input beside a cache hit."""
+    reported = usage.get("cache_reported", True)
+    replica = usage.get("replica", "")
     line = {"event": "llm_call", "collection": collection, "doc_id": doc_id, "chunk": chunk, "model": model,
             "input_tokens": usage.get("input_tokens", 0), "cache_write_tokens": usage.get("cache_write_tokens", 0),
-            "cache_read_tokens": usage.get("cache_read_tokens", 0), "output_tokens": usage.get("output_tokens", 0),
+            "cache_read_tokens": usage.get("cache_read_tokens", 0) if reported else None,
+            "output_tokens": usage.get("output_tokens", 0),
             "latency_ms": round(latency_s * 1000), "cost_usd": round(cost, 8), "attempt": attempt, "batch": batch}
+    if replica:
+        line["replica"] = replica
     log.info(json.dumps(line))
     bill.add(collection, run, {"calls": 1, "input_tokens": line["input_tokens"],
                            "cache_write_tokens": line["cache_write_tokens"],
-                           "cache_read_tokens": line["cache_read_tokens"], "output_tokens": line["output_tokens"],
-                           "cost_usd": float(cost), "batch_calls": int(batch)})
+                           "cache_read_tokens": line["cache_read_tokens"] or 0, "output_tokens": line["output_tokens"],
+                           "cost_usd": float(cost), "batch_calls": int(batch), "cache_unreported_calls": int(not reported),
+                           "call_seconds": 0.0 if batch else latency_s})
     with metrics.batch() as m:  # the same figures, by model and over time, for /metrics and /dashboard
         m.count("llm_calls", 1, collection=collection, model=model)
         for kind in ("input", "cache_write", "cache_read", "output"):
-            m.count("llm_tokens", line[f"{kind}_tokens"], collection=collection, model=model, kind=kind)
+            m.count("llm_tokens", line[f"{kind}_tokens"] or 0, collection=collection, model=model, kind=kind)
+        if not reported:
+            m.count("llm_cache_unreported_calls", 1, collection=collection, model=model)
+        if replica:  # servers of your own: what each replica read of what it was sent, and its time
+            m.count("llm_replica_calls", 1, replica=replica)
+            m.count("llm_replica_tokens", line["input_tokens"], replica=replica, kind="input")
+            if reported:
+                m.count("llm_replica_tokens", line["cache_read_tokens"] or 0, replica=replica, kind="cache_read")
+            m.count("llm_replica_seconds", latency_s, replica=replica)
         m.count("llm_cost_usd", float(cost), collection=collection, model=model)
         if text_chars and line["cache_write_tokens"]:
             m.count("llm_block_chars", text_chars[0], collection=collection, model=model)
@@ -101,12 +121,41 @@ def totals(collection: str | None = None, run: str | None = None) -> dict[str, A
     raw = bill.counts(collection, run)
     out: dict[str, Any] = {name: int(float(raw.get(name, 0))) for name in COUNTERS}
     out["cost_usd"] = float(raw.get("cost_usd", 0.0))
+    out["call_seconds"] = round(float(raw.get("call_seconds", 0.0)), 3)
     total_in = out["input_tokens"] + out["cache_write_tokens"] + out["cache_read_tokens"]
     out["cache_read_ratio"] = out["cache_read_tokens"] / total_in if total_in else 0.0
     out["best_read_ratio"] = min(1.0, out["best_read_tokens"] / total_in) if total_in else 0.0
     out["of_best"] = out["cache_read_ratio"] / out["best_read_ratio"] if out["best_read_ratio"] else None
+    out["cache_reported"] = not (out["calls"] and out["cache_unreported_calls"] >= out["calls"])
+    if not out["cache_reported"]:  # no call said what it read: unknown, not nothing
+        out["cache_read_tokens"] = out["cache_read_ratio"] = out["of_best"] = None
     out["cost_per_million_document_tokens"] = (out["cost_usd"] / out["document_tokens"] * 1e6
                                                if out["document_tokens"] else None)
+    return out
+
+
+def replicas() -> dict[str, dict[str, Any]]:
+    """Per replica of the servers of your own: calls, the share of its prompt tokens it read from
+    its cache (None where it never said), the time in its calls, calls in flight now, documents
+    moved away from it, and whether it is down."""
+    from workers.storage import replicas as replica_state
+
+    live = replica_state.snapshot()
+    counters = metrics.read_counters()
+    seen: dict[str, dict[str, float]] = {}
+    for name in ("llm_replica_calls", "llm_replica_tokens", "llm_replica_seconds"):
+        for labels, value in counters.get(name, []):
+            field = labels.get("kind", name.removeprefix("llm_replica_"))
+            seen.setdefault(labels["replica"], {})[field] = seen.get(labels["replica"], {}).get(field, 0) + value
+    out: dict[str, dict[str, Any]] = {}
+    for label in sorted(set(live) | set(seen)):
+        r, now = seen.get(label, {}), live.get(label, {})
+        read, fresh = r.get("cache_read"), r.get("input", 0)
+        out[label] = {"calls": int(r.get("calls", 0)), "input_tokens": int(fresh),
+                      "cache_read_tokens": None if read is None else int(read),
+                      "cache_read_ratio": None if read is None or not read + fresh else read / (read + fresh),
+                      "call_seconds": round(r.get("seconds", 0.0), 3), "in_flight": now.get("in_flight", 0),
+                      "moved_away": now.get("moved_away", 0), "down": now.get("down_until") is not None}
     return out
 
 

@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from ops.bench_common import DATA
+from ops.benchmarks.common import DATA
 
 PDFS = DATA / "financebench" / "pdfs"
 
