@@ -1,7 +1,8 @@
 """Running situate here. The shell entry points sit at the top — ``setup``, ``up``, ``down``,
 ``demo``, ``test``, ``bench`` (and ``lib.sh``, which they source) — with the Python they share:
 ``harness`` (real processes for tests and benchmarks: Redis servers, OpenSearch nodes, workers,
-the API, the stand-ins) and ``docs`` (the generated reference pages). The rest is in rooms:
+the API, the stand-ins), ``model_servers`` (a fleet of stand-in replicas, llama.cpp's own server)
+and ``docs`` (the generated reference pages). The rest is in rooms:
 
 - ``benchmarks/``: the runner (``ops/bench NAME``, ``python -m ops.benchmarks``), the recorder
   (``record``: ``--record`` writes a run into docs/benchmarks.md) and one module per benchmark;

@@ -38,6 +38,46 @@ opensearch_url() { local u="${SITUATE_OPENSEARCH_URL:-http://127.0.0.1:9200}"; e
 LLAMA_VERSION=$(sed -n 's/.*"llama-cpp-python==\([0-9.]*\)".*/\1/p' "$ROOT/pyproject.toml")
 LLAMA_CMAKE_ARGS="${SITUATE_LLAMA_CMAKE_ARGS:--DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DCMAKE_UNITY_BUILD=ON}"
 
+# llama.cpp's own OpenAI-compatible server (``llama-server``), for the tests and benchmarks of the
+# openai contextualizer against real servers: built from the same source llama-cpp-python vendors
+# (the same llama.cpp, the same CPU baseline), the server target only, into the venv's bin/.
+# Without its web UI (which would be fetched from Hugging Face at build time) and without OpenSSL.
+# common/ and the server's own libraries compile as unity builds except for the few files that
+# break in one (ops/llama-server.cmake names them).
+LLAMA_SERVER_CMAKE_ARGS="-DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF -DCMAKE_UNITY_BUILD=ON -DBUILD_SHARED_LIBS=OFF \
+ -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_APP=OFF \
+ -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF -DGGML_CCACHE=OFF"
+
+llama_server_installed() {
+  [ "$(cat "$VENV/.llama-server-build" 2>/dev/null)" = "$LLAMA_VERSION $LLAMA_SERVER_CMAKE_ARGS" ] \
+    && [ -x "$VENV/bin/llama-server" ]
+}
+
+llama_sdist() {  # the sdist, downloaded once (pip checks its hash against the index)
+  local file="$SERVICES/downloads/llama_cpp_python-$LLAMA_VERSION.tar.gz"
+  if [ ! -f "$file" ]; then
+    mkdir -p "$SERVICES/downloads"
+    "$VENV/bin/python" -m pip download -q --no-cache-dir --no-deps --no-binary llama-cpp-python \
+      -d "$SERVICES/downloads" "llama-cpp-python==$LLAMA_VERSION" >&2
+  fi
+  echo "$file"
+}
+
+build_llama_server() {
+  local work="$SERVICES/wheels/llama-server-src" built=0
+  local src="$work/llama_cpp_python-$LLAMA_VERSION/vendor/llama.cpp"
+  rm -rf "$work" && mkdir -p "$work" "$SERVICES/logs"
+  {
+    tar -xzf "$(llama_sdist)" -C "$work" \
+    && cmake -S "$src" -B "$work/build" -DCMAKE_PROJECT_INCLUDE="$ROOT/ops/llama-server.cmake" $LLAMA_SERVER_CMAKE_ARGS \
+    && cmake --build "$work/build" --target llama-server -j "$(nproc)" \
+    && install -m 755 "$work/build/bin/llama-server" "$VENV/bin/llama-server" \
+    && echo "$LLAMA_VERSION $LLAMA_SERVER_CMAKE_ARGS" > "$VENV/.llama-server-build"
+  } >"$SERVICES/logs/llama-server-build.log" 2>&1 || built=$?
+  rm -rf "$work"
+  return $built
+}
+
 llama_installed() {
   [ "$(cat "$VENV/.llama-build" 2>/dev/null)" = "$LLAMA_VERSION $LLAMA_CMAKE_ARGS" ] \
     && "$VENV/bin/python" -c 'import llama_cpp' 2>/dev/null
@@ -50,9 +90,7 @@ build_llama_wheel() {
   local src="$SERVICES/wheels/llama-src"
   rm -rf "$SERVICES/wheels/llama" "$src" && mkdir -p "$SERVICES/wheels/llama" "$src" "$SERVICES/logs"
   {
-    "$VENV/bin/python" -m pip download -q --no-cache-dir --no-deps --no-binary llama-cpp-python -d "$src" \
-      "llama-cpp-python==$LLAMA_VERSION" \
-    && tar -xzf "$src/llama_cpp_python-$LLAMA_VERSION.tar.gz" -C "$src" \
+    tar -xzf "$(llama_sdist)" -C "$src" \
     && sed -i 's/set(LLAMA_BUILD_COMMON ON CACHE/set(LLAMA_BUILD_COMMON OFF CACHE/' \
       "$src/llama_cpp_python-$LLAMA_VERSION/CMakeLists.txt" \
     && ! grep -q 'set(LLAMA_BUILD_COMMON ON' "$src/llama_cpp_python-$LLAMA_VERSION/CMakeLists.txt" \

@@ -7,8 +7,9 @@
   layout, sections), ``extraction/`` (files in a sandbox), ``embedding/``;
 - ``storage/``: ``catalog`` (collections' frozen settings), ``states`` (per-document state),
   ``bodies``, ``checkpoints`` (chunks, paid contexts), ``chunk_index`` (OpenSearch mapping, writes);
-- ``contextualizers/``: offline ones, a local GGUF model, and ``claude/`` (Anthropic API and
-  Bedrock: scheduling, rate limit, the bill, batches); ``lifecycle`` (creating, checking settings
+- ``contextualizers/``: offline ones, a local GGUF model, and ``llm/`` (Claude through the Anthropic
+  API and Bedrock, servers of your own through the OpenAI protocol: scheduling, replicas, rate
+  limit, the bill, batches); ``lifecycle`` (creating, checking settings
   against every provider, and dropping collections);
 - ``pipeline/``: the Celery app, routing (queues, shards, priority) and the stage tasks.
 

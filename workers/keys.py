@@ -163,6 +163,11 @@ def reindex_touched(collection: str) -> str:
     return _key("reindex", collection, "touched")
 
 
+def labels(collection: str) -> str:
+    """A collection's labelled questions, by id (storage/labels.py)."""
+    return _key("labels", collection)
+
+
 # The bill (contextualizers/llm/usage.py) and the rate limits (…/ratelimit.py)
 USAGE_ALL = _key("usage", "_all")
 
@@ -217,6 +222,7 @@ FAIR_LINE, FAIR_RING, FAIR_DEBT = ":c:", ":ring", ":debt"
 FAIR_LAYOUT = (FAIR, FAIR_LINE, FAIR_RING, FAIR_DEBT)
 FAIR_SENDING, FAIR_SENDING_DATA = FAIR + "sending", FAIR + "sending:data"  # admitted, not yet received
 FAIR_WAITING, FAIR_WAITING_TOTAL = FAIR + "waiting", FAIR + "waiting:total"  # entries per document
+FAIR_QUEUED = FAIR + "queued"  # queue -> admitted entries no worker has received yet: what it holds ahead
 
 
 def fair_line(queue: str, collection: str) -> str:

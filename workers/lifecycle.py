@@ -30,6 +30,7 @@ from workers.storage import (
     chunk_index,
     fairqueue,
     index_mapping,
+    labels,
     states,
     tokens,
 )
@@ -171,6 +172,18 @@ def _checked(config: CollectionConfig) -> CollectionConfig:
         raise CollectionError(f"vectors must be one of {catalog.VECTORS}, not {config.vectors!r}")
     embedders.check(config.embedder, config.embed_model)
     registry.check_name(config.contextualizer)
+    _checked_model(config)
+    check_allowed(config.contextualizer, config.model)
+    allowlist.check_embedder(config.embedder, config.embed_model)
+    if config.reranker:
+        allowlist.check_reranker(config.reranker)
+    _checked_prompt(config)
+    return config
+
+
+def _checked_model(config: CollectionConfig) -> None:
+    """An LLM contextualizer's model: the table's default for Claude, none to guess for servers of
+    your own, a GGUF file that exists for llama."""
     if config.contextualizer == registry.SERVED:
         if not config.model:  # a self-hosted model's name is the operator's: no default to guess
             raise CollectionError("the openai contextualizer needs the model your servers serve: --model NAME "
@@ -181,10 +194,6 @@ def _checked(config: CollectionConfig) -> CollectionConfig:
         status, note = models.lifecycle_note(models.get(config.model))  # unknown: an error now, not at the first call
         if status == "retired":
             raise NotAllowed(note)
-    check_allowed(config.contextualizer, config.model)
-    allowlist.check_embedder(config.embedder, config.embed_model)
-    if config.reranker:
-        allowlist.check_reranker(config.reranker)
     if config.contextualizer == "llama":
         from workers.contextualizers import llama
 
@@ -192,9 +201,20 @@ def _checked(config: CollectionConfig) -> CollectionConfig:
             llama.model_path(config)  # a missing file: an error now, not on every worker
         except errors.LocalLLMError as e:
             raise CollectionError(str(e)) from None
+
+
+def _checked_prompt(config: CollectionConfig) -> None:
+    """A collection's own prompt and glossary, for a contextualizer that reads them."""
     if config.prompt and registry.is_model_written(config.contextualizer):
         prompts.check_template(config.prompt)
-    return config
+    if config.glossary:
+        if not registry.is_model_written(config.contextualizer):
+            raise CollectionError(f"a glossary is read by a language model: the {config.contextualizer!r} "
+                                  "contextualizer would ignore it")
+        try:
+            prompts.check_glossary(config.glossary)
+        except ValueError as e:
+            raise CollectionError(str(e)) from None
 
 
 def model_warning(config: CollectionConfig) -> str:
@@ -254,6 +274,7 @@ def delete(name: str) -> None:
     checkpoints.forget_collection(name)
     bodies.body_store().forget_collection(name)
     bill.forget_collection(name)
+    labels.forget_collection(name)
     catalog.dropped(name)
 
 

@@ -83,5 +83,5 @@ def configure(level: str = "INFO", fmt: str | None = None) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
-    for noisy in ("httpx", "opensearch", "urllib3", "botocore"):
+    for noisy in ("httpx", "httpx2", "openai", "opensearch", "urllib3", "botocore"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))

@@ -59,6 +59,11 @@ def day_key(at: float) -> str:
     return f"{PREFIX}day:{datetime.fromtimestamp(at, UTC):%Y-%m-%d}"
 
 
+# The time buckets this process has given their expiry already (a key once expiring keeps its TTL
+# through HINCRBY): an EXPIRE per bucket and process, not two per sample.
+_expiring: set[str] = set()
+
+
 class Batch:
     """Observations sent together, in one round trip: ``with metrics.batch() as m: m.count(...)``."""
 
@@ -90,10 +95,14 @@ class Batch:
             pipe.hincrby(minute, "h" + field, n)
         for field, total in self.sums.items():
             pipe.hincrbyfloat(HISTOGRAMS, "s" + field, total)
-        pipe.expire(minute, MINUTE_TTL_S)
-        pipe.expire(day, DAY_TTL_S)
+        for key, ttl in ((minute, MINUTE_TTL_S), (day, DAY_TTL_S)):
+            if key not in _expiring:  # once per bucket and process, not on every sample
+                pipe.expire(key, ttl)
         try:
             pipe.execute()
+            _expiring.update((minute, day))
+            if len(_expiring) > 64:
+                _expiring.intersection_update((minute, day))
         except REDIS_NOT_NOW as e:  # a sample is not worth a task
             log.debug("metrics sample lost: %s", e)
 

@@ -83,6 +83,7 @@ class Settings(BaseSettings):
     extract_cpu_s_per_page: float = 0.25  # CPU seconds a page read may add to the 10 any file gets
     max_request_bytes: int = 72_000_000  # an HTTP request body, chunked uploads included (413)
     max_batch_documents: int = 1000   # documents in one HTTP request
+    max_labels: int = Field(5000, ge=1)  # labelled questions a collection keeps (the search page's, imported, generated)
     redis_memory_high_water: float = 0.85  # share of Redis's maxmemory at which producers are told to wait (503 + Retry-After)
     backlog_mb: int = 256             # documents submitted and not yet indexed or failed weigh this at most; past it producers wait (503 + Retry-After)
 

@@ -1,29 +1,33 @@
 """Benchmarks: run by ``ops/bench``; each prints its figures and the reference it is compared
 with, measured in the same run on the same machine.
 
-    pipeline  ingest chunks/s against the embedder's own passages/s; --embedders a,b side by side (bench_retrieval)
-    search    search latency and Pass@k through the HTTP API            (bench_retrieval)
-    situate   cache reads, cost, scaling and rate limits against the stand-in LLM (bench_situate)
-    memory    Redis memory through a 10,000-document run                 (bench_memory)
-    corpora   the offline defaults against plain chunks on every public corpus (bench_corpora)
-    llm-cost  Claude's bill per million document tokens, cookbook and FinanceBench (bench_llm_cost)
-    extractors  PDF libraries on the filings: pages/s, and plain BM25 page@10 of their text (bench_extractors)
-    reconcile  a reconciler pass's Redis time at 10k, 100k and 1M documents in flight (bench_reconcile)
-    scale     100,000 chunks: throughput, memory, index, search at 1k/10k/100k; 1-8 workers (bench_scale)
-    reindex   a reindex to another embedder against a fresh ingest with it, searches running through it (bench_reindex)
-    vectors   vector storages: Pass@10 and bytes per chunk on the cookbook, recall@10 at 100k vectors (bench_reindex)
-    hostile   what a hostile tenant's files cost the others: time, Redis, the API's memory (bench_hostile)
-    checkpoints  a context checkpoint's latency with and without a replica confirming it (bench_checkpoints)
-    search-page  the search page's latency, its page images' and their memory, on FinanceBench (bench_search_page)
-    control   status, failed, /metrics, the dashboard, the listing, a reconciler pass at 10k-1M documents (bench_control)
-    clients   search through the API with 1, 4 and 16 clients at once: q/s, p50/p95, where the time goes (bench_clients)
-    fleet     round trips per document and stage, chunks/s with 1 and 5 ms added each way (bench_fleet; root, namespaces)
-    index     hybrid search at 100k and 1M chunks, 1 and 16 clients, OpenSearch's memory, float and byte (bench_index)
-    tiny      one-chunk documents through the whole pipeline: docs/s by tenth, Redis and RSS per document (bench_tiny)
-    batches   Message Batches grouped: cost against one batch a document, 10,000 documents at the first tier (bench_batches)
+    pipeline  ingest chunks/s against the embedder's own passages/s; --embedders a,b side by side (retrieval)
+    search    search latency and Pass@k through the HTTP API            (retrieval)
+    situate   cache reads, cost, scaling and rate limits against the stand-in LLM (situate)
+    memory    Redis memory through a 10,000-document run                 (memory)
+    corpora   the offline defaults against plain chunks on every public corpus (corpora)
+    llm-cost  Claude's bill per million document tokens, cookbook and FinanceBench (llm_cost)
+    extractors  PDF libraries on the filings: pages/s, and plain BM25 page@10 of their text (extractors)
+    reconcile  a reconciler pass's Redis time at 10k, 100k and 1M documents in flight (reconcile)
+    scale     100,000 chunks: throughput, memory, index, search at 1k/10k/100k; 1-8 workers (scale)
+    reindex   a reindex to another embedder against a fresh ingest with it, searches running through it (reindex)
+    vectors   vector storages: Pass@10 and bytes per chunk on the cookbook, recall@10 at 100k vectors (reindex)
+    hostile   what a hostile tenant's files cost the others: time, Redis, the API's memory (hostile)
+    checkpoints  a context checkpoint's latency with and without a replica confirming it (checkpoints)
+    search-page  the search page's latency, its page images' and their memory, on FinanceBench (search_page)
+    control   status, failed, /metrics, the dashboard, the listing, a reconciler pass at 10k-1M documents (control)
+    clients   search through the API with 1, 4 and 16 clients at once: q/s, p50/p95, where the time goes (clients)
+    fleet     round trips per document and stage, chunks/s with 1 and 5 ms added each way (fleet; root, namespaces)
+    index     hybrid search at 100k and 1M chunks, 1 and 16 clients, OpenSearch's memory, float and byte (index)
+    tiny      one-chunk documents through the whole pipeline: docs/s by tenth, Redis and RSS per document (tiny)
+    batches   Message Batches grouped: cost against one batch a document, 10,000 documents at the first tier (batches)
+    commands  Redis commands per chunk and per document over cookbook documents, counted by Redis (commands)
+    written   contexts a model wrote (GGUF files on llama-server replicas) against plain chunks and the default (written)
+    pilot     situate pilot on public PDFs offline (the time to its table); generated questions against labels (pilot)
+    replicas  the openai contextualizer on 1-8 replicas: affinity, round robin, least-loaded; one killed, one added (replicas)
 
 ``ops/bench --record NAME …`` also writes the run's output into NAME's section of
-docs/benchmarks.md (``benchmarks``): the one place measured figures live.
+docs/benchmarks.md (``record``): the one place measured figures live.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from ops.benchmarks import (
     batches,
     checkpoints,
     clients,
+    commands,
     control,
     corpora,
     extractors,
@@ -49,14 +54,17 @@ from ops.benchmarks import (
     index,
     llm_cost,
     memory,
+    pilot,
     reconcile,
     record,
     reindex,
+    replicas,
     retrieval,
     scale,
     search_page,
     situate,
     tiny,
+    written,
 )
 
 
@@ -85,7 +93,7 @@ def main() -> None:
     m.add_argument("--workers", type=int, default=2)
     m.set_defaults(fn=memory.bench_memory)
     c = sub.add_parser("corpora")
-    c.add_argument("--report", default=str(Path(__file__).resolve().parents[1] / ".services" / "report-corpora"))
+    c.add_argument("--report", default=str(Path(__file__).resolve().parents[2] / ".services" / "report-corpora"))
     c.add_argument("--prefix", default="bench-", help="collection names' prefix (they are dropped and rebuilt)")
     c.add_argument("--only", default="", help="comma-separated corpora (default: all of them)")
     c.set_defaults(fn=corpora.bench_corpora)
@@ -140,6 +148,32 @@ def main() -> None:
     ba.add_argument("--documents", type=int, default=10_000, help="documents at the first tier's limits")
     ba.add_argument("--cost-documents", type=int, default=300, help="documents in each cost run")
     ba.set_defaults(fn=batches.bench_batches)
+    cm = sub.add_parser("commands")
+    cm.add_argument("--documents", type=int, default=40, help="cookbook documents (of 90)")
+    cm.add_argument("--workers", type=int, default=1)
+    cm.add_argument("--concurrency", type=int, default=2)
+    cm.set_defaults(fn=commands.bench_commands)
+    wr = sub.add_parser("written")
+    wr.add_argument("--model-file", action="append", required=True, help="a GGUF file (repeat for several models)")
+    wr.add_argument("--cookbook-documents", type=int, default=90, help="the cookbook's first N files (0: none)")
+    wr.add_argument("--mmlongbench-documents", type=int, default=10, help="MMLongBench's N shortest PDFs (0: none)")
+    wr.add_argument("--replicas", type=int, default=2)
+    wr.add_argument("--slots", type=int, default=2, help="each replica's -np")
+    wr.add_argument("--threads", type=int, default=1, help="each replica's -t")
+    wr.add_argument("--context", type=int, default=8192, help="tokens per slot")
+    wr.add_argument("--prefix", default="bench-written-")
+    wr.add_argument("--report", default=str(Path(__file__).resolve().parents[2] / ".services" / "report-written"))
+    wr.set_defaults(fn=written.bench_written)
+    pi = sub.add_parser("pilot")
+    pi.add_argument("--count", type=int, default=40, help="questions the pilot generates on the PDFs")
+    pi.add_argument("--cookbook-count", type=int, default=80, help="questions generated on the cookbook")
+    pi.add_argument("--skip-pdfs", action="store_true", help="only the cookbook's ranking check")
+    pi.set_defaults(fn=pilot.bench_pilot)
+    rp = sub.add_parser("replicas")
+    rp.add_argument("--documents", type=int, default=200, help="documents of ~3,000 tokens in the 4-replica runs")
+    rp.add_argument("--sweep-documents", type=int, default=100, help="documents in the 1, 2 and 8-replica runs")
+    rp.add_argument("--quick", action="store_true", help="4 replicas only (no 1/2/8 sweep)")
+    rp.set_defaults(fn=replicas.bench_replicas)
     args = parser.parse_args()
     args.fn(args)
 

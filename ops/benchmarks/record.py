@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "benchmarks.md"
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _PROGRESS = re.compile(r"[━─]{8,}|^\s*$")

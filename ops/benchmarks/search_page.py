@@ -22,7 +22,7 @@ import httpx
 
 from ops.harness import SITUATE, Api, Worker
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT.parent / "shared" / "data" / "financebench"
 TOKEN = "bench-search-page-token-5521"
 SEARCHES = 20

@@ -127,7 +127,8 @@ class StandIn:
                                       "in_flight": 0, "max_in_flight": 0, "first_at": None, "last_at": None,
                                       "batch_requests": 0, "breakpoints": 0, "http_429_by": {}, "busy_s": 0.0,
                                       "batch_creations": 0, "batch_api_requests": 0, "batch_api_429": 0,
-                                      "batch_queue_429": 0, "batch_refused_size": 0}
+                                      "batch_queue_429": 0, "batch_refused_size": 0,
+                                      "first_blocks": {}, "blocks_per_request": {}}
         self.flight_changed_at: float | None = None  # last time the calls in flight changed
         self.admitted: list[float] = []  # wall-clock time of each request let through
         self.admitted_tokens: list[int] = []  # and the input tokens it was charged
@@ -140,6 +141,11 @@ class StandIn:
     # -- caching (standins.cache) -----------------------------------------------------------------
     def plan(self, model: str, blocks: list[tuple[str, bool]], ttl_s: float) -> dict[str, int]:
         self.stats["breakpoints"] += any(bp for _, bp in blocks)
+        if blocks:  # what each prompt begins with (a collection's glossary, a document), and in how many blocks
+            first = hashlib.sha256(blocks[0][0].encode()).hexdigest()[:12]
+            self.stats["first_blocks"][first] = self.stats["first_blocks"].get(first, 0) + 1
+            n = str(len(blocks))
+            self.stats["blocks_per_request"][n] = self.stats["blocks_per_request"].get(n, 0) + 1
         return standin_cache.plan(self.cache, models.get(model), blocks, ttl_s)
 
     def ttfb(self, usage: dict[str, int]) -> float:
@@ -181,6 +187,14 @@ class StandIn:
     # -- answers -------------------------------------------------------------------------------
     @staticmethod
     def answer(full_text: str, max_tokens: int) -> str:
+        passage = re.search(r"<passage>\n(.*?)\n</passage>", full_text, re.S)
+        if passage:  # asked for a search question (question generation): one in other words, or,
+            # for a passage holding "COPY-ME", one that copies it (what the generator must drop)
+            words = [w for w in re.findall(r"[A-Za-z0-9]+", passage.group(1)) if len(w) > 3]
+            if "COPY-ME" in passage.group(1):
+                return "What does " + " ".join(passage.group(1).split()[:8]) + " say?"
+            named = " ".join(words[:2] + words[-1:]) if words else "this"
+            return f"Which part explains {named}?"
         doc = re.search(r"<document>\n(.*?)(\n</document>|$)", full_text, re.S)
         chunk = re.search(r"<chunk>\n(.*?)\n</chunk>", full_text, re.S)
         title = next((ln.strip(" /#*!") for ln in (doc.group(1) if doc else "").splitlines() if ln.strip(" /#*!")), "")

@@ -18,9 +18,10 @@ cost:
   timeout), and ``POST /standin/restart`` (its cache emptied, requests in flight dropped); a
   replica that refuses connections is one whose process was killed.
 
-Each request is logged (``--log``, JSON lines: when its prefill started and ended, its blocks'
-hashes, its document and chunk as the prompt holds them, its cached tokens, whether it was
-answered) so a benchmark can replay the same requests through one cache shared by every replica
+Each request is logged as it goes (``--log``, JSON lines by request id: its arrival with its
+document and chunk as the prompt holds them, then its prefill's start, end and blocks' hashes,
+then its answer with its cached tokens; ``read_log`` joins them) so a benchmark can replay the
+same requests through one cache shared by every replica
 (``shared_cache_reads``) and count what was computed twice.
 
 Tokens are counted with the stand-ins' rule (words and punctuation marks, ``cache.TOKEN``).
@@ -134,50 +135,51 @@ class Replica:
         hashes = block_hashes(tokens, c.block_tokens)
         user = content_text((body.get("messages") or [{}])[-1].get("content"))
         document = hashlib.blake2b(between(user, "<document>", "</document>").encode(), digest_size=6).hexdigest()
-        chunk = between(user, "<chunk>", "</chunk>").strip()[:80]
+        chunk_text = between(user, "<chunk>", "</chunk>")
+        chunk = hashlib.blake2b(chunk_text.encode(), digest_size=6).hexdigest()
         self.stats["requests"] += 1
         self.waiting += 1
         self.stats["queued_max"] = max(self.stats["queued_max"], self.waiting)
-        line: dict[str, Any] = {"replica": self.name, "arrived": time.time(), "document": document, "chunk": chunk,
-                                "prompt_tokens": len(tokens), "blocks": hashes, "answered": False}
-        try:
-            async with self.slots:
-                self.waiting -= 1
-                while c.stall:  # a replica that hangs: the client's timeout ends the call
-                    await asyncio.sleep(0.2)
-                async with self.prefill:
-                    line["prefill_start"] = time.time()
-                    cached = self.lookup(hashes) * c.block_tokens
-                    computed = len(tokens) - cached
-                    seconds = c.base_latency_s + computed / 1000 * c.prefill_s_per_ktok
-                    await asyncio.sleep(seconds)
-                    if epoch != self.epoch:
-                        raise ConnectionResetError("restarted")
-                    self.insert(hashes)  # a prefix is cached once its prefill is done
-                    line["prefill_end"] = time.time()
-                if prefilled is not None:
-                    prefilled.set()
-                self.stats["prompt_tokens"] += len(tokens)
-                self.stats["cached_tokens"] += cached
-                self.stats["prefill_tokens"] += computed
-                self.stats["prefill_s"] += seconds
-                text = (f"From the document that begins \"{' '.join(user.split()[1:9])}\": "
-                        f"this part covers {' '.join(chunk.split()[:10])}.")
-                out_tokens = min(int(body.get("max_tokens") or body.get("max_completion_tokens") or 256),
-                                 len(TOKEN.findall(text)))
-                await asyncio.sleep(out_tokens * c.decode_s_per_tok)
+        line: dict[str, Any] = {"id": uuid.uuid4().hex, "replica": self.name, "arrived": time.time(),
+                                "document": document, "chunk": chunk, "prompt_tokens": len(tokens)}
+        self.write_log(line)  # at once: a replica killed later leaves its arrivals behind
+        async with self.slots:
+            self.waiting -= 1
+            while c.stall:  # a replica that hangs: the client's timeout ends the call
+                await asyncio.sleep(0.2)
+            async with self.prefill:
+                line["prefill_start"] = time.time()
+                cached = self.lookup(hashes) * c.block_tokens
+                computed = len(tokens) - cached
+                seconds = c.base_latency_s + computed / 1000 * c.prefill_s_per_ktok
+                await asyncio.sleep(seconds)
                 if epoch != self.epoch:
                     raise ConnectionResetError("restarted")
-                self.stats["output_tokens"] += out_tokens
-                self.stats["answered"] += 1
-                line.update(answered=True, cached_tokens=cached, done=time.time())
-                usage: dict[str, Any] = {"prompt_tokens": len(tokens), "completion_tokens": out_tokens,
-                                         "total_tokens": len(tokens) + out_tokens}
-                if c.report_cache:
-                    usage["prompt_tokens_details"] = {"cached_tokens": cached}
-                return {"text": text, "usage": usage}
-        finally:
-            self.write_log(line)
+                self.insert(hashes)  # a prefix is cached once its prefill is done
+                line["prefill_end"] = time.time()
+                self.write_log({"id": line["id"], "prefill_start": line["prefill_start"],
+                                "prefill_end": line["prefill_end"], "blocks": hashes})
+            if prefilled is not None:
+                prefilled.set()
+            self.stats["prompt_tokens"] += len(tokens)
+            self.stats["cached_tokens"] += cached
+            self.stats["prefill_tokens"] += computed
+            self.stats["prefill_s"] += seconds
+            text = (f"From the document that begins \"{' '.join(user.split()[1:9])}\": "
+                    f"this part covers {' '.join(chunk_text.split()[:10])}.")
+            out_tokens = min(int(body.get("max_tokens") or body.get("max_completion_tokens") or 256),
+                             len(TOKEN.findall(text)))
+            await asyncio.sleep(out_tokens * c.decode_s_per_tok)
+            if epoch != self.epoch:
+                raise ConnectionResetError("restarted")
+            self.stats["output_tokens"] += out_tokens
+            self.stats["answered"] += 1
+            self.write_log({"id": line["id"], "answered": True, "cached_tokens": cached, "done": time.time()})
+            usage: dict[str, Any] = {"prompt_tokens": len(tokens), "completion_tokens": out_tokens,
+                                     "total_tokens": len(tokens) + out_tokens}
+            if c.report_cache:
+                usage["prompt_tokens_details"] = {"cached_tokens": cached}
+            return {"text": text, "usage": usage}
 
 
 def make_app(replica: Replica) -> FastAPI:
@@ -240,6 +242,18 @@ def make_app(replica: Replica) -> FastAPI:
         return {"ok": True}
 
     return app
+
+
+def read_log(paths: Iterable[Path]) -> list[dict[str, Any]]:
+    """The requests the replicas logged, one dict each (what a killed replica never got to is absent)."""
+    by_id: dict[str, dict[str, Any]] = {}
+    for path in paths:
+        if path.exists():
+            for raw in path.read_text().splitlines():
+                if raw.strip():
+                    event = json.loads(raw)
+                    by_id.setdefault(event["id"], {"answered": False}).update(event)
+    return list(by_id.values())
 
 
 def shared_cache_reads(lines: list[dict[str, Any]], capacity_blocks: int, block_tokens: int) -> int:

@@ -71,7 +71,8 @@ def ingest(
         ..., help="Files, folders, .jsonl files, the cookbook JSON, or s3://bucket/prefix (one object, one document)."),
     collection: str = typer.Option(..., "--collection", "-c"),
     fmt: str = typer.Option("auto", "--format", help="auto | files | jsonl | cookbook"),
-    contextualizer: str | None = typer.Option(None, help="At creation: keywords | structural | none | anthropic | bedrock"),
+    contextualizer: str | None = typer.Option(None, help="At creation: keywords | structural | none | anthropic | bedrock "
+                                                          "| openai | llama"),
     model: str | None = typer.Option(None, help="At creation: the LLM model id."),
     embedder: str | None = typer.Option(
         None, help="At creation: local | local-multilingual | voyage | voyage-context | bedrock."),
@@ -97,6 +98,12 @@ def ingest(
     index_replicas: str | None = typer.Option(
         None, help="At creation: replicas, a count (1) or a range kept to the nodes there are (0-1, the default)."),
     vectors: str | None = typer.Option(None, help="At creation: float (exact, the default) | lucene-sq | byte."),
+    glossary_file: Path | None = typer.Option(None, "--glossary-file", exists=True, dir_okay=False,
+                                              help="At creation: terms your documents use, sent to the language model "
+                                                   "before each document and cached across them."),
+    prompt_file: Path | None = typer.Option(None, "--prompt-file", exists=True, dir_okay=False,
+                                            help="At creation: the chunk instruction for a language model (holds "
+                                                 "{chunk_content})."),
     no_wait: bool = typer.Option(False, "--no-wait", help="Return once queued."),
     batch: bool = typer.Option(False, "--batch", help="Situate through Anthropic Message Batches (-50%, slower)."),
     timeout: float | None = typer.Option(None, help="Stop waiting after this many seconds."),
@@ -139,7 +146,8 @@ def ingest(
                      embed_model=embed_model, embed_tail=embed_tail, embed_header=embed_header, language=language,
                      chunk_tokens=chunk_tokens, chunk_overlap=chunk_overlap, embed_context=embed_context,
                      context_weight=context_weight, fusion=fusion, dense_weight=dense_weight, rrf_k=rrf_k,
-                     index_shards=index_shards, index_replicas=index_replicas, vectors=vectors)
+                     index_shards=index_shards, index_replicas=index_replicas, vectors=vectors,
+                     glossary=read_text_file(glossary_file), prompt=read_text_file(prompt_file))
     if estimate:
         return _print_estimate(collection, requested, (raw for _, raw in documents()), json_output)
     if (dry_run or force) and not sync:
@@ -245,6 +253,16 @@ def _print_estimate(collection: str, requested: dict[str, Any], documents: Itera
     except (CollectionError, ValueError) as error:
         fail(str(error))
     show_estimate(estimate(config, documents), json_output)
+
+
+def read_text_file(path: Path | None) -> str | None:
+    """A glossary's or a prompt's file, as text (None: not given)."""
+    if path is None:
+        return None
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        fail(f"{path}: {e}")
 
 
 def show_estimate(e: Any, json_output: bool) -> None:

@@ -11,7 +11,7 @@ import sys
 
 import typer
 
-from producers.cli import documents, models, observe, processes, reindex, retrieval, tokens
+from producers.cli import documents, labels, models, observe, pilot, processes, reindex, retrieval, tokens
 
 cli = typer.Typer(add_completion=False, no_args_is_help=True, help="Contextual Retrieval at production scale.")
 cli.command()(documents.ingest)
@@ -20,6 +20,7 @@ cli.command()(observe.status)
 cli.command()(observe.stats)
 cli.command("eval")(retrieval.eval_cmd)
 cli.command()(retrieval.tune)
+cli.command()(pilot.pilot)
 cli.command()(documents.delete)
 cli.command()(documents.failed)
 cli.command()(documents.retry)
@@ -31,6 +32,7 @@ cli.command()(processes.flower)
 cli.command()(processes.mcp)
 cli.add_typer(tokens.tokens, name="token")
 cli.add_typer(models.models, name="models")
+cli.add_typer(labels.labels, name="labels")
 
 
 def main() -> None:

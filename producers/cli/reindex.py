@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -16,7 +17,7 @@ from workers import errors
 def reindex(
     collection: str = typer.Option(..., "--collection", "-c"),
     model: str | None = typer.Option(None, help="The LLM model of the next generation."),
-    contextualizer: str | None = typer.Option(None, help="keywords | structural | none | anthropic | bedrock | llama"),
+    contextualizer: str | None = typer.Option(None, help="keywords | structural | none | anthropic | bedrock | openai | llama"),
     embedder: str | None = typer.Option(None, help="local | local-multilingual | voyage | voyage-context | bedrock"),
     embed_model: str | None = typer.Option(None, help="The embedder's model (API embedders)."),
     embed_tail: float | None = typer.Option(None, help="How much of a paged document's chunk past a local embedder's "
@@ -27,6 +28,11 @@ def reindex(
     chunk_overlap: int | None = typer.Option(None, help="Overlap in tokens."),
     language: str | None = typer.Option(None, help="english | french | german."),
     vectors: str | None = typer.Option(None, help="float (exact) | lucene-sq | byte: how vectors are stored."),
+    glossary_file: Path | None = typer.Option(None, "--glossary-file", exists=True, dir_okay=False,
+                                              help="Terms the documents use, sent before each document (a changed "
+                                                   "glossary situates again)."),
+    prompt_file: Path | None = typer.Option(None, "--prompt-file", exists=True, dir_okay=False,
+                                            help="The chunk instruction for a language model (holds {chunk_content})."),
     index_shards: int | None = typer.Option(None, min=1, max=64, help="The index's primary shards."),
     index_replicas: str | None = typer.Option(
         None, help="Replicas: a count (1) or a range kept to the nodes there are (0-1); alone, changed in place."),
@@ -42,7 +48,7 @@ def reindex(
     """Rebuild a collection with other settings behind the same name: searches answer from the
     live generation until the new one holds every document, then switch in one step. Contexts
     are reused where their text, document, contextualizer, model and prompt are unchanged."""
-    from producers.cli.documents import show_estimate
+    from producers.cli.documents import read_text_file, show_estimate
     from producers.ingest.estimate import estimate_reindex
     from workers.pipeline import rebuild
 
@@ -50,7 +56,8 @@ def reindex(
     changes = dict(model=model, contextualizer=contextualizer, embedder=embedder, embed_model=embed_model,
                    embed_tail=embed_tail, embed_header=embed_header, chunk_tokens=chunk_tokens,
                    chunk_overlap=chunk_overlap, language=language,
-                   vectors=vectors, index_shards=index_shards, index_replicas=index_replicas)
+                   vectors=vectors, index_shards=index_shards, index_replicas=index_replicas,
+                   glossary=read_text_file(glossary_file), prompt=read_text_file(prompt_file))
     try:
         if rollback or finish or show:
             if sum((rollback, finish, show)) > 1 or any(v is not None for v in changes.values()):

@@ -157,6 +157,7 @@ def eval_cmd(
 def _print_results(results: list[Any], loaded: dict[str, Any], names: list[str], labelled: Any, source: str,
                    compare: str | None, report: Path | None, json_output: bool, chosen_reranker: str,
                    overrides: dict[str, Any]) -> None:
+    from producers.evaluation import significance
     from producers.evaluation.evaluate import KS, MRR_K, chart_png, flips, markdown_report
 
     by_label = {r.label: r for r in results}
@@ -178,12 +179,14 @@ def _print_results(results: list[Any], loaded: dict[str, Any], names: list[str],
         chart_png(results, report / "pass_at_k.png", title)
         notes = [f"- {d}" for d in described] + [f"- reranker: `{chosen_reranker}`"]
         (report / "report.md").write_text(markdown_report(results, pair, title, notes, "pass_at_k.png"), encoding="utf-8")
+    differences = significance.compare(pair[0].per_query, pair[1].per_query) if pair else {}
     if json_output:
         payload: dict[str, Any] = {"results": [r.summary() for r in results]}
         if pair:
             gained, lost = flips(*pair)
             payload["flips"] = {"before": pair[0].label, "after": pair[1].label,
                                 "gained": [f.__dict__ for f in gained], "lost": [f.__dict__ for f in lost]}
+            payload["differences"] = {subset: [d.to_json() for d in ds] for subset, ds in differences.items()}
         print(json.dumps(payload))
         return
     paged = any(r.pages for r in results)  # page labels: FinanceBench's page@k and doc@k first
@@ -205,8 +208,26 @@ def _print_results(results: list[Any], loaded: dict[str, Any], names: list[str],
         for f in (gained[:3] + lost[:3]):
             out.print(f"  {'+' if f.after > f.before else '-'} {safe(f.query[:100])}  ({f.before:.2f} -> {f.after:.2f})",
                       highlight=False)
+        print_differences(pair[0].label, pair[1].label, differences)
     if report:
         out.print(f"report: {report / 'report.md'}, chart: {report / 'pass_at_k.png'}")
+
+
+def print_differences(before: str, after: str, differences: dict[str, list[Any]]) -> None:
+    """Each metric's paired difference with its 95% interval, clustered by document; the questions
+    a person labelled and the generated ones apart when both are there (``significance``)."""
+    for subset, found in differences.items():
+        who = {"all": "all questions", "person": "questions a person labelled",
+               "generated": "questions a model generated"}[subset]
+        table = Table("metric", before, after, "difference", "95% interval", "noise?", "questions needed",
+                      title=f"{safe(before)} -> {safe(after)}, {who} (paired, clustered by document)")
+        for d in found:
+            table.add_row(d.metric, f"{d.before:.2f}", f"{d.after:.2f}", f"{d.difference:+.2f}",
+                          f"{d.low:+.2f} to {d.high:+.2f}", "within the noise" if d.within_noise else "more than noise",
+                          "-" if d.questions_needed is None else f"{d.questions_needed:,}")
+        out.print(table, width=max(out.width, 150))
+        headline = next((d for d in found if d.metric in ("Pass@10", "page@10")), found[0])
+        out.print(headline.sentence(), highlight=False)
 
 
 def _print_groups(results: list[Any], k: int = 10) -> None:
@@ -275,6 +296,8 @@ def _eval_suites(path: Path, spec: str, chosen_reranker: str, overrides: dict[st
                                            if paged else []), *[f"{r.pass_at[k]:.2f}" for k in KS], f"{r.mrr:.3f}")
         out.print(table, width=max(out.width, 120))
         _print_groups(s.results)
+        for before, after, found in suites.differences(s):
+            print_differences(before, after, found)
     if rows:
         table = Table(title="summary: Pass@10 per corpus, mean Pass@k over corpora")
         for name in rows[0]:

@@ -57,6 +57,7 @@ class LabelledQuery:
     query: str
     gold: list[Gold]
     group: str | None = None  # the kind of document it asks about (a paper, a manual, a filing)
+    source: str | None = None  # who wrote it: "person" (on the search page, by hand) or "generated" (a model)
 
 
 @dataclass
@@ -113,7 +114,8 @@ class EvalResult:
 def load_queries(path: Path, fmt: str = "cookbook") -> list[LabelledQuery]:
     """``cookbook``: the cookbook's evaluation_set.jsonl; ``jsonl``: one
     ``{"query": ..., "gold": [{"doc_id": ..., "chunk": n} | {"doc_id": ..., "text": ...} |
-    {"doc_id": ..., "page": n}]}`` per line (other fields are ignored)."""
+    {"doc_id": ..., "page": n}]}`` per line, with ``"source": "person" | "generated"`` when known
+    (other fields are ignored)."""
     out = []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
@@ -133,13 +135,15 @@ def load_queries(path: Path, fmt: str = "cookbook") -> list[LabelledQuery]:
                 raise QueryFileError(f"unknown query format {fmt!r}: cookbook or jsonl")
             query = str(row["query"])
             group = row.get("group", row.get("doc_type")) if fmt == "jsonl" else None
+            source = row.get("source") if fmt == "jsonl" else None
         except QueryFileError:
             raise
         except (ValueError, KeyError, TypeError, SyntaxError) as e:
             raise QueryFileError(f"{path}:{number}: not a labelled query ({type(e).__name__}: {e})") from None
         if not gold:
             raise QueryFileError(f"{path}:{number}: a query needs at least one golden chunk")
-        out.append(LabelledQuery(query, gold, None if group is None else str(group)))
+        out.append(LabelledQuery(query, gold, None if group is None else str(group),
+                                 None if source is None else str(source)))
     return out
 
 
@@ -167,8 +171,10 @@ def grade_query(q: LabelledQuery, ranked: list[Retrieved]) -> dict[str, Any]:
     first_rank = [next((i for i, hit in enumerate(ranked[:max(KS)], 1) if found_by(g, hit)), None) for g in q.gold]
     docs = {g.doc_id for g in q.gold}
     doc_rank = next((i for i, hit in enumerate(ranked[:max(KS)], 1) if hit.doc_id in docs), None)
+    # ``cluster``: the document it asks about, whose questions rise and fall together (``significance``).
     row: dict[str, Any] = {"query": q.query, "gold_ranks": first_rank, "doc_rank": doc_rank,
-                           "pages": any(g.page is not None for g in q.gold), "group": q.group}
+                           "pages": any(g.page is not None for g in q.gold), "group": q.group,
+                           "cluster": q.gold[0].doc_id, "source": q.source}
     for k in KS:
         row[f"pass@{k}"] = sum(1 for r in first_rank if r is not None and r <= k) / len(q.gold)
     return row
@@ -286,6 +292,12 @@ def markdown_report(results: list[EvalResult], compared: tuple[EvalResult, EvalR
                   f"({after.pass_at[k] - before.pass_at[k]:+.2f}); top-20 failures {failures[0]:.1f}% → "
                   f"{failures[1]:.1f}% ({change:+.0f}%). {len(gained)} queries gained at @{k}, {len(lost)} lost.",
                   ""]
+        from producers.evaluation import significance
+
+        for subset, differences in significance.compare(before.per_query, after.per_query).items():
+            if subset != "all":
+                lines += [f"Questions labelled by {'a person' if subset == 'person' else 'a model'} alone:", ""]
+            lines += [f"- {d.sentence()}" for d in differences] + [""]
         for name, group in (("Gained", gained), ("Lost", lost)):
             if not group:
                 continue

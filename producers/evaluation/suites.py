@@ -28,7 +28,9 @@ from typing import Any
 
 import yaml
 
+from producers.evaluation import significance
 from producers.evaluation.evaluate import KS, EvalResult, LabelledQuery, group_rows, load_queries
+from producers.evaluation.significance import Difference
 from workers.errors import QueryFileError
 
 
@@ -82,6 +84,18 @@ def summary(suites: list[Suite]) -> list[dict[str, Any]]:
     return rows
 
 
+def differences(suite: Suite, mode: str = "hybrid") -> list[tuple[str, str, dict[str, list[Difference]]]]:
+    """Each role's ``mode`` against the first role's (plain chunks, as the suites put them): the
+    paired differences with their intervals (``significance``)."""
+    by_label = {r.label: r for r in suite.results}
+    roles = list(suite.collections)
+    base = by_label.get(f"{roles[0]}:{mode}") if roles else None
+    if base is None:
+        return []
+    return [(base.label, other.label, significance.compare(base.per_query, other.per_query))
+            for role in roles[1:] if (other := by_label.get(f"{role}:{mode}")) is not None]
+
+
 def markdown(suites: list[Suite], title: str) -> str:
     lines = [f"# {title}", ""]
     for s in suites:
@@ -98,6 +112,11 @@ def markdown(suites: list[Suite], title: str) -> str:
             lines += ["", f"{'page' if paged else 'Pass'}@10 per group:", "", "| " + " | ".join(grouped[0]) + " |",
                       "|" + "---|" * len(grouped[0])]
             lines += ["| " + " | ".join(str(v) for v in row.values()) + " |" for row in grouped]
+        for before, after, found in differences(s):
+            lines += ["", f"`{before}` → `{after}` (paired, clustered by document):", ""]
+            for subset, ds in found.items():
+                prefix = "" if subset == "all" else f"({subset}) "
+                lines += [f"- {prefix}{d.sentence()}" for d in ds]
         lines.append("")
     rows = summary(suites)
     if rows:

@@ -1,4 +1,5 @@
-"""The HTTP API: submit and delete documents, read their state, search, manage collections.
+"""The HTTP API: submit and delete documents, read their state, search, label questions, manage
+collections.
 OpenAPI docs at ``/docs``.
 
 Every route but ``/healthz`` takes a bearer token (``auth``): read, write or admin, for one
@@ -38,7 +39,17 @@ from producers.ingest.submit import Submission, submit
 from producers.retrieval import rerankers
 from producers.retrieval.hits import HitOut, SearchIn, SearchOut
 from producers.retrieval.search import SearchOptions, search
-from producers.web import auth, dashboard, http_guard, mcp_server, prometheus, reindex_routes, search_page, signin
+from producers.web import (
+    auth,
+    dashboard,
+    http_guard,
+    label_routes,
+    mcp_server,
+    prometheus,
+    reindex_routes,
+    search_page,
+    signin,
+)
 from workers import allowlist, errors, lifecycle
 from workers.documents.validation import RawDocument
 from workers.settings import get_settings
@@ -132,16 +143,7 @@ async def internal_error(request: Request, exc: Exception) -> JSONResponse:
 
 # -- who may do what -------------------------------------------------------------------------
 
-def caller(request: Request) -> auth.Principal:
-    return auth.authenticate(request.headers.get("authorization"))
-
-
-def allowed(need: str) -> Callable[..., auth.Principal]:
-    """A dependency: the caller, if it may ``need`` on the path's collection (all, if none)."""
-    def check(request: Request, principal: auth.Principal = Depends(caller)) -> auth.Principal:
-        auth.authorize(principal, request.path_params.get("collection"), need)
-        return principal
-    return check
+caller, allowed = auth.caller, auth.allowed
 
 
 # -- bodies --------------------------------------------------------------------------------------
@@ -160,7 +162,6 @@ class DocumentsIn(BaseModel):
 
 
 class CollectionIn(reindex_routes.ShapingIn):
-    prompt: str | None = Field(None, max_length=10_000)
     embed_context: bool | None = None
     context_weight: float | None = Field(None, ge=0, le=100)
     fusion: str | None = Field(None, pattern="^(rrf|weighted)$")
@@ -172,10 +173,7 @@ class CollectionIn(reindex_routes.ShapingIn):
                                         "will hold: sizes its index's shards when index_shards is not named.")
 
 
-def documented(model: type[BaseModel]) -> dict[str, Any]:
-    """The OpenAPI entry of a body parsed by ``body_of`` (FastAPI only documents its own)."""
-    return {"requestBody": {"required": True, "content": {"application/json": {
-        "schema": model.model_json_schema(ref_template="#/components/schemas/{model}")}}}}
+documented = http_guard.documented
 
 
 # -- routes --------------------------------------------------------------------------------------
@@ -207,6 +205,7 @@ app.include_router(signin.router)
 app.include_router(dashboard.router)
 app.include_router(search_page.router)
 app.include_router(reindex_routes.router, dependencies=[Depends(allowed("admin"))])
+app.include_router(label_routes.router)
 # MCP (Streamable HTTP) for agents: the same search as below, as tools (``producers.web.mcp_server``).
 app.router.routes.append(Route("/mcp", endpoint=mcp_endpoint, methods=["GET", "POST", "DELETE"]))
 

@@ -25,7 +25,10 @@ import hashlib
 import ipaddress
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+
+from fastapi import Depends, Request
 
 from workers.errors import Denied
 from workers.settings import get_settings
@@ -152,3 +155,16 @@ def create_token(collection: str, scope: str, name: str = "") -> tuple[str, str]
     """Issue a token (``situate token create``): bound to the collection's generation if it exists."""
     config = catalog.find(collection) if collection != "*" else None
     return tokens.create(collection, scope, name, generation=config.generation if config else "")
+
+
+def caller(request: Request) -> Principal:
+    """A route's dependency: who is asking (401 without a valid token)."""
+    return authenticate(request.headers.get("authorization"))
+
+
+def allowed(need: str) -> Callable[..., Principal]:
+    """A route's dependency: the caller, if it may ``need`` on the path's collection (all, if none)."""
+    def check(request: Request, principal: Principal = Depends(caller)) -> Principal:
+        authorize(principal, request.path_params.get("collection"), need)
+        return principal
+    return check

@@ -167,3 +167,9 @@ def body_of(model: type[BaseModel]) -> Callable[..., Any]:
         except ValidationError as e:
             raise RequestValidationError(e.errors()) from None
     return parse
+
+
+def documented(model: type[BaseModel]) -> dict[str, Any]:
+    """The OpenAPI entry of a body parsed by ``body_of`` (FastAPI only documents its own)."""
+    return {"requestBody": {"required": True, "content": {"application/json": {
+        "schema": model.model_json_schema(ref_template="#/components/schemas/{model}")}}}}

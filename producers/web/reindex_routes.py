@@ -33,6 +33,10 @@ class ShapingIn(BaseModel):
     language: str | None = Field(None, max_length=32)
     chunk_tokens: int | None = Field(None, ge=16, le=8192)
     chunk_overlap: int | None = Field(None, ge=0, le=4096)
+    prompt: str | None = Field(None, max_length=10_000, description="The chunk instruction for a language model "
+                               "(holds {chunk_content}).")
+    glossary: str | None = Field(None, max_length=60_000, description="Terms the documents use, sent to the language "
+                                 "model before each document, in a block cached across them.")
     vectors: str | None = Field(None, pattern="^(float|lucene-sq|byte)$",
                                 description="How vectors are stored: exact floats, Lucene's int7, or bytes.")
     index_shards: int | None = Field(None, ge=1, le=64, description="The index's primary shards (at creation, "

@@ -11,31 +11,37 @@ Each hit shows what a reader needs to judge it: the document's title and id, the
 (what contextual retrieval changed), then the chunk's text with the query's words marked and its
 Markdown tables drawn as tables. A hit in a PDF whose original was kept shows its page as an
 image with the chunk marked on it (``/search/page.png``: drawn in a sandbox child, cached, see
-``retrieval.page_images``) and links to the file itself at that page (``/search/original``). The
-page has no script at all.
+``retrieval.page_images``) and links to the file itself at that page (``/search/original``).
+
+**Labels.** Each hit has two buttons, relevant and not relevant: a person with a token that writes
+the collection marks what a question found, and the marks become a labelled question for
+``situate eval`` (``evaluation.labelling``; ``/search/label``, a POST with the session's CSRF
+token). The page works without a script; its one script (``/search.js``) adds the keyboard: j and
+k (or the arrows) move between hits, y and n mark the one selected, without reloading.
 """
 
 from __future__ import annotations
 
 import re
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import parse_qs, urlencode
 
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import HTMLResponse, Response
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from markdown_it import MarkdownIt
 from markupsafe import Markup, escape
 from pydantic import ValidationError
 
+from producers.evaluation import labelling
 from producers.retrieval import page_images, rerankers
 from producers.retrieval.hits import SearchIn
 from producers.retrieval.search import SearchOptions, search
-from producers.web import auth, signin, templates
+from producers.web import auth, http_guard, signin, templates
 from situate.citations import citation
 from workers import allowlist, errors
 from workers.contextualizers import keywords
-from workers.storage import catalog, states
+from workers.storage import catalog, labels, states
 
 router = APIRouter(include_in_schema=False)
 
@@ -110,6 +116,7 @@ def _hits(config: catalog.CollectionConfig, form: SearchIn) -> list[dict[str, An
     facts = {doc_id: dict(zip(("media_type", "original"), row))
              for doc_id, row in zip(ids, states.fields_of(config.name, ids, "media_type", "original") if ids else [])}
     terms = _terms(form.query)
+    marked = _marks(config.name, form.query)
     out = []
     for h in found:
         fact = facts.get(h.doc_id, {})
@@ -117,7 +124,8 @@ def _hits(config: catalog.CollectionConfig, form: SearchIn) -> list[dict[str, An
         shown: dict[str, Any] = {"title": h.title or h.doc_id, "doc_id": h.doc_id, "score": h.score,
                                  "citation": citation(h.doc_id, h.pages, h.section),
                                  "context": h.context, "text": chunk_html(h.text, terms), "image": None,
-                                 "original": None, "no_image": ""}
+                                 "original": None, "no_image": "", "chunk": h.chunk,
+                                 "mark": marked.get((h.doc_id, h.chunk), "")}
         if page is not None and fact.get("media_type") == page_images.PDF:
             if fact.get("original") == "kept":
                 shown["image"] = _link("/search/page.png", collection=config.name, doc_id=h.doc_id, chunk=h.chunk,
@@ -126,6 +134,16 @@ def _hits(config: catalog.CollectionConfig, form: SearchIn) -> list[dict[str, An
             else:
                 shown["no_image"] = f"The page cannot be shown: its original is {fact.get('original') or 'not kept'}."
         out.append(shown)
+    return out
+
+
+def _marks(collection: str, query: str) -> dict[tuple[str, int], str]:
+    """How the hits of this question were marked before: ``relevant`` or ``not``."""
+    label = labels.get(collection, labels.label_id(query))
+    if not label:
+        return {}
+    out = {(g["doc_id"], g["chunk"]): "not" for g in label.get("not_relevant", []) if g.get("chunk") is not None}
+    out.update({(g["doc_id"], g["chunk"]): "relevant" for g in label.get("gold", []) if g.get("chunk") is not None})
     return out
 
 
@@ -152,7 +170,8 @@ async def page(request: Request) -> Response:
     chosen = params.get("collection") or (collections[0] if collections else "")
     context: dict[str, Any] = {"who": session.who(), "csrf": session.csrf, "collections": collections,
                                "chosen": chosen, "params": params, "rerankers": rerankers_allowed(),
-                               "fleet": principal.collection == "*", "hits": None, "error": "", "took_ms": None}
+                               "fleet": principal.collection == "*", "hits": None, "error": "", "took_ms": None,
+                               "can_label": False, "labelled": 0}
     status = 200
     if params.get("q"):
         try:
@@ -163,6 +182,8 @@ async def page(request: Request) -> Response:
                 allowlist.check_reranker(form.reranker)
             config = await run_in_threadpool(catalog.load, chosen)
             context["hits"] = await run_in_threadpool(_hits, config, form)
+            context["can_label"] = principal.allows(chosen, "write")
+            context["labelled"] = await run_in_threadpool(lambda: len(labels.all_of(chosen)))
         except ValidationError as e:
             status, context["error"] = 422, "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors())
         except errors.Denied as e:
@@ -173,6 +194,41 @@ async def page(request: Request) -> Response:
             status, context["error"] = 422, str(e)
     body = templates.render("search.html", **context)
     return HTMLResponse(body, status_code=status, headers=signin.HEADERS)
+
+
+SEARCH_FIELDS = ("collection", "q", "k", "mode", "fusion", "reranker")
+
+
+@router.post("/search/label")
+async def label(request: Request) -> Response:
+    """A hit marked relevant or not for the page's question (``verdict``: relevant | not), by a
+    session that may write the collection, with its CSRF token. Answers 204 to the page's script,
+    else sends the browser back to the same search."""
+    form = parse_qs((await http_guard.read_body(request)).decode("utf-8", "replace"))
+    field = {k: (v or [""])[0] for k, v in form.items()}
+    if not await run_in_threadpool(signin.csrf_sent, request, form):
+        raise errors.Denied(403, "missing or wrong CSRF token")
+    session = await run_in_threadpool(signin.current, request)
+    collection = field.get("collection", "")
+    auth.authorize(session.principal, collection, "write")
+    verdict = field.get("verdict")
+    if verdict not in ("relevant", "not"):
+        raise HTTPException(422, "verdict must be relevant or not")
+    hit = {"doc_id": field.get("doc_id", ""), "chunk": _number(field.get("chunk", ""), "chunk")}
+    config = await run_in_threadpool(catalog.load, collection)
+    await run_in_threadpool(lambda: labelling.add(
+        config, field.get("q", ""), [hit] if verdict == "relevant" else [], source="person", by=session.who(),
+        not_relevant=[hit] if verdict == "not" else []))
+    if request.headers.get("x-requested-with") == "situate":
+        return Response(status_code=204, headers=signin.HEADERS)
+    back = _link("/search", **{k: field.get(k) for k in SEARCH_FIELDS})
+    return RedirectResponse(back, status_code=303, headers=signin.HEADERS)
+
+
+@router.get("/search.js")
+def script(request: Request) -> Response:
+    signin.current(request)  # for a signed-in page only, as every route but the health check
+    return Response((templates.ASSETS / "search.js").read_text(), media_type="text/javascript", headers=signin.HEADERS)
 
 
 def _asked(request: Request, *names: str) -> tuple[catalog.CollectionConfig, list[str]]:

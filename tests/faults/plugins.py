@@ -4,6 +4,8 @@ same way a user adds a contextualizer of their own; a worker imports its plugins
 - ``anthropic-crashy`` is the Anthropic contextualizer, except that a document holding
   ``POISON-SEGV`` makes the process running it die with SIGSEGV — what a llama.cpp built for
   the wrong CPU did — before any call is made.
+- ``keywords-slow`` is the offline default, after ``SITUATE_TEST_SLOW_S`` seconds per document:
+  a task long enough to be stopped in the middle.
 - ``UNTIDY_BROKER_LOSS`` in the environment: closing a broker connection that ``collect()`` has
   detached raises the ``AttributeError`` Celery 5.7.0 met there (``workers.pipeline.consumer``),
   every time, where on its own it happened to one worker in twelve in the failover test."""
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 from workers.contextualizers import registry
 
@@ -36,6 +39,24 @@ def _crashy(config):
 
 
 registry.register("anthropic-crashy", _crashy, model_written=True)
+
+
+class SlowKeywords:
+    def __init__(self, inner):
+        self.inner, self.name = inner, "keywords-slow"
+
+    def contextualize(self, doc, chunks):
+        time.sleep(float(os.environ.get("SITUATE_TEST_SLOW_S", "0")))
+        yield from self.inner.contextualize(doc, chunks)
+
+
+def _slow(config):
+    from workers.contextualizers.offline import KeywordContext
+
+    return SlowKeywords(KeywordContext(config.embed_header))
+
+
+registry.register("keywords-slow", _slow)
 
 
 def _untidy_broker_loss() -> None:

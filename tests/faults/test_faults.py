@@ -323,6 +323,30 @@ def test_a_poison_document_fails_alone_with_the_reason(standin, fleet, collectio
     assert result.duplicate_ids == 0 and result.stale_chunks == 0 and result.paid_twice == 0
 
 
+def test_a_stop_sent_to_the_whole_worker_is_not_a_poison_pill(fleet, collection_name):
+    """systemd's default KillMode=control-group sends SIGTERM to a worker's parent and pool children
+    at once: the children die of it mid-task ("Worker exited prematurely: signal 15"). Three such
+    stops with SITUATE_MAX_DELIVERIES=2 once failed a healthy document; a stop is not a crash."""
+    from workers.storage import states
+
+    docs = documents(1, tag="sigterm")
+    env = {"SITUATE_MAX_DELIVERIES": "2", "SITUATE_RECOVERY_S": "6"}
+    submit(collection_name, docs, contextualizer="keywords-slow")
+    for _ in range(3):
+        stopping = fleet(SITUATE_TEST_SLOW_S="60", **env).start(1, concurrency=2).workers[0]
+        wait_until(lambda w=stopping: any("Task situate.contextualize[" in line and line.endswith('received"}')
+                                          for line in w.log.read_text(errors="replace").splitlines()),
+                   60, "the document in contextualize")
+        time.sleep(1.0)  # its pool child is inside the slow contextualizer
+        stopping.stop()  # SIGTERM to the whole process group, as systemd sends it
+        log = stopping.log.read_text(errors="replace")
+        assert "signal 15" in log, log[-3000:]
+    fleet(SITUATE_TEST_SLOW_S="0", **env).start(1)
+    wait_done(collection_name, [d["id"] for d in docs], timeout=120)
+    doc = states.get(collection_name, docs[0]["id"])
+    assert doc["state"] == "indexed", doc.get("error")
+
+
 def test_the_same_documents_ingested_twice_at_once(standin, fleet, collection_name):
     standin.configure()
     fleet(SITUATE_RECOVERY_S="20").start(2)

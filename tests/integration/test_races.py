@@ -185,18 +185,20 @@ def test_a_delivery_begins_in_one_round_trip_and_counts_only_when_it_takes_the_l
             connection.send_packed_command, connection._counted = send, True
         return connection
 
-    scripts_ready = deliveries.begin(task + "-warm", 0, unit + "-warm", "w")  # scripts loaded once
+    queue = f"test-begin-{uuid.uuid4().hex[:6]}"
+    admit = (8, 60.0)  # the room it leaves in its queue is filled in the same round trip
+    scripts_ready, _ = deliveries.begin(task + "-warm", 0, unit + "-warm", "w", queue, admit)  # scripts loaded once
     assert scripts_ready == 1
     client.connection_pool.get_connection = counting
     try:
-        assert deliveries.begin(task, 0, unit, "first") == 1
+        assert deliveries.begin(task, 0, unit, "first", queue, admit) == (1, [])
         assert len(sent) == 1, f"{len(sent)} round trips"
     finally:
         client.connection_pool.get_connection = real
-    assert deliveries.begin(task, 0, unit, "second") == 0, "held: not taken, not counted"
+    assert deliveries.begin(task, 0, unit, "second")[0] == 0, "held: not taken, not counted"
     deliveries.release_lease(unit, "first")
-    assert deliveries.begin(task, 0, unit, "third") == 2
+    assert deliveries.begin(task, 0, unit, "third")[0] == 2
     deliveries.release_lease(unit, "third")
     client.script_flush()  # as after a Redis restart: the pipeline loads its scripts and runs again
-    assert deliveries.begin(task, 0, unit, "fourth") == 3
+    assert deliveries.begin(task, 0, unit, "fourth", queue, admit)[0] == 3
     deliveries.release_lease(unit, "fourth")

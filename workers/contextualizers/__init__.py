@@ -2,5 +2,6 @@
 
 ``base`` (the interface), ``registry`` (by name), ``offline`` (``none``, ``structural``,
 ``keywords``: no model) with ``structure`` and ``keywords``, ``prompts`` (the one prompt),
-``llama`` (a local GGUF model), and ``claude/`` (the paid APIs).
+``llama`` (a local GGUF model) with ``gguf`` (packaged ones), and ``llm/`` (language models behind
+an API: Claude's, and servers of your own).
 """

@@ -37,20 +37,20 @@ _lock = threading.Lock()  # one generation at a time per process: the KV cache i
 
 
 def model_path(config: CollectionConfig) -> Path:
-    """The GGUF file, which must lie in ``SITUATE_MODELS_DIR`` (a name is looked up there): a
-    caller names a model, never an arbitrary file of the worker's disk."""
+    """The GGUF file, which must lie in ``SITUATE_MODELS_DIR`` (else the installation's folder of
+    packaged models, ``gguf``; a name is looked up there): a caller names a model, never an
+    arbitrary file of the worker's disk. Unnamed: the packaged default."""
+    from workers.contextualizers import gguf
+
     s = get_settings()
-    if not s.models_dir:
-        raise LocalLLMError("llama contextualizer: set SITUATE_MODELS_DIR to the folder holding your GGUF files")
-    folder = Path(s.models_dir).expanduser().resolve()
-    name = config.model or s.llama_model
-    if not name:
-        raise LocalLLMError("llama contextualizer: name a GGUF file (the collection's --model or SITUATE_LLAMA_MODEL)")
+    folder = gguf.folder().resolve()
+    name = config.model or s.llama_model or gguf.PACKAGED[gguf.DEFAULT].file
     path = (folder / Path(name).expanduser()).resolve()
     if folder not in path.parents:
         raise LocalLLMError(f"llama contextualizer: {name!r} is not in SITUATE_MODELS_DIR")
     if not path.is_file() or path.suffix.lower() != ".gguf":
-        raise LocalLLMError(f"llama contextualizer: no GGUF model file {name!r} in SITUATE_MODELS_DIR")
+        raise LocalLLMError(f"llama contextualizer: no GGUF model file {name!r} in {folder} (SITUATE_MODELS_DIR; "
+                            f"`situate models fetch --gguf {gguf.DEFAULT}` puts a packaged one there)")
     return path
 
 
@@ -83,6 +83,12 @@ def _load(path: Path) -> Any:
     return _models[key]
 
 
+def loaded(path: Path) -> Any:
+    """The model in this process (loaded once), for a caller of its own: question generation."""
+    with _lock:
+        return _load(path)
+
+
 class LlamaContextualizer:
     name = "llama"
 
@@ -91,7 +97,8 @@ class LlamaContextualizer:
         self.path = model_path(config)
 
     def _messages(self, document: str, chunk: Chunk) -> list[dict[str, str]]:
-        user = prompts.document_block(document) + "\n" + prompts.chunk_instruction(chunk.text, self.config.prompt)
+        user = (prompts.glossary_block(self.config.glossary) + prompts.document_block(document) + "\n"
+                + prompts.chunk_instruction(chunk.text, self.config.prompt))
         return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
 
     def _document(self, model: Any, doc: SourceDocument, chunks: list[Chunk]) -> str:

@@ -2,6 +2,11 @@
 Contextual Retrieval. A collection may replace the chunk instruction (``prompt``, which must
 contain ``{chunk_content}``); the document block never changes, because it is the cached
 prefix and must be byte-identical for every chunk of a document.
+
+A collection's glossary (the terms its documents use, as Anthropic suggests for a domain) goes
+*before* the document, in a block of its own with a breakpoint after it: the same for every
+document of the collection, it is written to the cache once and read by every call after, instead
+of being paid on every call after the document (where the instruction is).
 """
 
 from __future__ import annotations
@@ -26,6 +31,21 @@ Answer only with the succinct context and nothing else."""
 OPENING_BLOCK = ("<document>\n(The document is too long to show whole: here are its opening and the part "
                  "the chunk is in.)\n<opening>\n{opening}\n</opening>\n")
 WINDOW_BLOCK = "<part section=\"{title}\">\n{text}\n</part>\n</document>"
+
+
+GLOSSARY_BLOCK = ("<glossary>\nTerms the documents of this collection use, and what they mean:\n{terms}\n"
+                  "</glossary>\n")
+MAX_GLOSSARY_CHARS = 60_000
+
+
+def glossary_block(terms: str | None) -> str:
+    """The collection's glossary as its own block ("" when it has none)."""
+    return GLOSSARY_BLOCK.format(terms=terms.strip()) if terms and terms.strip() else ""
+
+
+def check_glossary(terms: str) -> None:
+    if len(terms) > MAX_GLOSSARY_CHARS:
+        raise ValueError(f"a glossary holds {MAX_GLOSSARY_CHARS:,} characters at most (this one {len(terms):,})")
 
 
 def document_block(text: str) -> str:

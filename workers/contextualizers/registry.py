@@ -59,6 +59,10 @@ PROVIDERS: dict[str, Callable[[CollectionConfig], Contextualizer]] = {
 # ``openai`` model is the operator's to name (``models.served``).
 LLM_PROVIDERS = ("anthropic", "bedrock", "openai")
 SERVED = "openai"
+# Whose prompt cache belongs to the account: a big document's chunks may be cut into slices that
+# any worker takes at once. On servers of your own a document's calls are bounded by its
+# replica's slots instead (``llm.replicas``): slices would only run past that bound.
+SLICED = ("anthropic", "bedrock")
 MODEL_WRITTEN: tuple[str, ...] = LLM_PROVIDERS + ("llama",)  # contexts a language model wrote: embedded too
 
 

@@ -19,7 +19,7 @@ from workers.storage.catalog import CollectionConfig
 def reusable(source: CollectionConfig, target: CollectionConfig) -> bool:
     """Whether ``target``'s contexts would be written exactly as ``source``'s were."""
     return (registry.is_model_written(target.contextualizer) and source.contextualizer == target.contextualizer
-            and source.model == target.model and source.prompt == target.prompt)
+            and source.model == target.model and source.prompt == target.prompt and source.glossary == target.glossary)
 
 
 def fill(source: CollectionConfig, target: CollectionConfig, doc_id: str, version: str, chunks: list[Chunk],

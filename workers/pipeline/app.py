@@ -51,16 +51,9 @@ app = make_app()
 sending.install(app)
 delivery.on_heartbeat.append(rebuild.advance)  # reindexes move on every heartbeat (one worker by lease)
 delivery.on_heartbeat.append(replicas.probe_due)  # replicas of your own servers that were down, probed
-delivery.on_heartbeat.append(fair.admit)  # the gate is topped up on every heartbeat, and:
-
-
-@task_postrun.connect
-def admit_after_task(**_: Any) -> None:
-    """A worker slot just freed up: top the queues up."""
-    try:
-        fair.admit()
-    except Exception as e:  # Redis away: the next task or heartbeat admits instead
-        log.warning("admission after a task: %s: %s", type(e).__name__, e)
+# The gate is topped up as each message is received (``delivery``: the room it left in its queue),
+# and on every heartbeat, the net for whatever that missed.
+delivery.on_heartbeat.append(fair.admit)
 
 
 # The provider SDKs a worker has credentials for, imported before it takes work: ``anthropic``
@@ -108,9 +101,14 @@ def preload_provider_sdks(**_: Any) -> None:
         log.critical("%s", e)
         raise SystemExit(f"situate worker: {e}") from None
     credentials = get_credentials()
-    for name, module in PRELOAD.items():
-        if getattr(credentials, name):
-            try:
-                importlib.import_module(module)
-            except ImportError:  # an optional extra not installed: the collection will say so
-                pass
+    wanted = [module for name, module in PRELOAD.items() if getattr(credentials, name)]
+    if get_settings().openai_base_urls:
+        # Also a matter of correctness: threads that import the SDK for the first time at once (a
+        # threads pool's first slices) met "partially initialized module 'httpx'", which Python's
+        # import locks hand out rather than deadlock.
+        wanted.append("openai")
+    for module in wanted:
+        try:
+            importlib.import_module(module)
+        except ImportError:  # an optional extra not installed: the collection will say so
+            pass

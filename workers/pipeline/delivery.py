@@ -8,7 +8,10 @@ Every delivery of a stage task, before it is handed to the pool (``GuardedReques
    ends, the copy finds its stage done, a no-op. So a task that runs long never runs twice.
 2. **Deliveries that start work are counted** per message. A message whose process died
    ``SITUATE_MAX_DELIVERIES`` times is poison: its document fails with the reason and the
-   message is acknowledged, instead of being delivered again without end.
+   message is acknowledged, instead of being delivered again without end. Only a death the work
+   could have caused counts — a crash (SIGSEGV, SIGABRT), a kill for memory or past the time
+   limit (SIGKILL) — not a stop sent from outside (SIGTERM, SIGINT, SIGHUP, SIGQUIT: systemd's
+   ``KillMode=control-group`` sends SIGTERM to every process of a worker at once).
 3. When a pool child dies (a segfault in a native library, the OOM killer), the parent records
    how, frees the lease at once, and lets Celery put the message back.
 
@@ -23,6 +26,8 @@ taken from it, however long it runs — and the visibility timeout can be a minu
 from __future__ import annotations
 
 import logging
+import re
+import signal
 import time
 import uuid
 from collections.abc import Callable
@@ -33,7 +38,7 @@ from celery import bootsteps
 from celery.worker import state as worker_state
 from celery.worker.request import Request
 
-from workers.pipeline import guard, presence
+from workers.pipeline import fair, guard, presence
 from workers.settings import get_settings
 from workers.storage import broker, deliveries, states
 
@@ -75,12 +80,18 @@ class GuardedRequest(Request):
         unit = guard.unit_of(self.name, self.args)
         retries = self.request_dict.get("retries") or 0
         holder = f"{self.id}:{uuid.uuid4().hex[:8]}"
+        queue = (self.delivery_info or {}).get("routing_key")
         try:
-            delivered = deliveries.begin(self.id, retries, unit, holder)
+            delivered, admitted = deliveries.begin(self.id, retries, unit, holder, queue,
+                                                   (get_settings().queue_ahead, fair.stale_s()))
         except guard.TRANSIENT:
             if unit is not None:
                 raise
             return execute()  # unconfirmed: parked again later and sent twice at worst, harmless
+        try:  # the room this message left in its queue, filled from the fair gate
+            fair.send_admitted(admitted)
+        except guard.TRANSIENT as e:  # unsent: parked again after the stale time, the heartbeat admits
+            log.warning("sending what the fair gate admitted: %s: %s", type(e).__name__, e)
         if unit is None:
             return execute()
         if not delivered:
@@ -134,12 +145,30 @@ class GuardedRequest(Request):
         exc = exc_info.exception
         exc = getattr(exc, "exc", exc)  # billiard wraps it in ExceptionWithTraceback
         if isinstance(exc, WorkerLostError):
+            retries = self.request_dict.get("retries") or 0
             try:
-                deliveries.record_death(self.id, self.request_dict.get("retries") or 0, str(exc))
+                if stopped_from_outside(str(exc)):
+                    log.warning("%s[%s] %s: its process was stopped (%s); not counted against the document",
+                                self.name, self.id, self.args[:3], exc)
+                    deliveries.uncount(self.id, retries)
+                else:
+                    deliveries.record_death(self.id, retries, str(exc))
             except guard.TRANSIENT:
                 pass
         self._release()
         return super().on_failure(exc_info, send_failed_event=send_failed_event, return_ok=return_ok)
+
+
+# Signals an operator, a service manager or a terminal sends to stop a process: the work did not
+# cause them. SIGKILL is not among them: the kernel's OOM killer and the pool's hard time limit send it.
+STOP_SIGNALS = {int(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)}
+_SIGNAL = re.compile(r"signal (\d+)")
+
+
+def stopped_from_outside(lost: str) -> bool:
+    """``lost``: billiard's WorkerLostError text ("Worker exited prematurely: signal 15 (SIGTERM) Job: 3.")."""
+    found = _SIGNAL.search(lost)
+    return found is not None and int(found.group(1)) in STOP_SIGNALS
 
 
 def heartbeat() -> None:

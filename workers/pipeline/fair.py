@@ -16,7 +16,7 @@ import uuid
 from typing import Any
 
 from workers.pipeline import sending
-from workers.pipeline.routing import all_queues, sublists
+from workers.pipeline.routing import all_queues
 from workers.settings import get_settings
 from workers.storage import fairqueue
 
@@ -36,12 +36,14 @@ def send(task: str, args: tuple[Any, ...] | list[Any], queue: str, priority: int
 def admit(queues: list[str] | None = None) -> int:
     """Let parked work into ``queues`` (default: all) as far as they have room; how many sent.
     The worker that receives each message confirms it (``delivery``)."""
-    s = get_settings()
-    names = queues or all_queues()
-    entries = fairqueue.admit({q: sublists(q) for q in names}, s.queue_ahead, stale_s())
+    entries = fairqueue.admit(queues or all_queues(), get_settings().queue_ahead, stale_s())
+    send_admitted(entries)
+    return len(entries)
+
+
+def send_admitted(entries: list[dict[str, Any]]) -> None:
     for e in entries:
         sending.send_task(e["task"], args=e["args"], queue=e["queue"], priority=e["priority"], task_id=e["id"])
-    return len(entries)
 
 
 def charge(queue: str, collection: str, turns: float) -> None:

@@ -51,7 +51,7 @@ log = logging.getLogger("situate.rebuild")
 
 # What a reindex may change: the settings that shape stored data.
 CHANGEABLE = ("contextualizer", "model", "embedder", "embed_model", "embed_tail", "embed_header", "chunk_tokens",
-              "chunk_overlap", "language", "vectors", "prompt", "embed_context", "index_shards", "index_replicas")
+              "chunk_overlap", "language", "vectors", "prompt", "glossary", "embed_context", "index_shards", "index_replicas")
 BATCH = 200  # documents looked at per step
 STEP_BUDGET_S = 1.0  # per heartbeat: a reindex must not hold the heartbeat up
 DRAIN_GRACE_S = 1.0  # how long "draining" is visible before the switch

@@ -265,7 +265,7 @@ def contextualize(s: Stores, collection: str, doc_id: str, version: str, submit_
             submit_batch(contextualizer, doc, missing)
             return
         slice_size = get_settings().llm_document_concurrency
-        if config.contextualizer in registry.LLM_PROVIDERS and len(missing) > slice_size:
+        if config.contextualizer in registry.SLICED and len(missing) > slice_size:
             _warm_then_slice(s, contextualizer, doc, chunks, done, slice_size)
             return
         contexts_for(s, contextualizer, doc, missing)

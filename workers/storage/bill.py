@@ -38,7 +38,9 @@ def add(collection: str, run: str | None, fields: dict[str, float]) -> None:
     for c, r, f in batch:
         for key in _keys(c, r):
             for name, value in f.items():
-                if isinstance(value, float) and not value.is_integer():
+                # A float field stays a float (a dollar cost of exactly 1.0 would go to HINCRBY on a
+                # field holding "0.3", which Redis refuses): counts are ints, sums floats.
+                if isinstance(value, float) and value:
                     pipe.hincrbyfloat(key, name, value)
                 elif value:
                     pipe.hincrby(key, name, int(value))

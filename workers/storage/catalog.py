@@ -65,6 +65,9 @@ class CollectionConfig(BaseModel):
     chunk_overlap: int = Field(0, ge=0)
     # Replaces the provider's default prompt for this collection (LLM contextualizers only).
     prompt: str | None = None
+    # Terms the collection's documents use, sent before every document as a block of its own,
+    # cached across the collection's documents (LLM contextualizers only: ``prompts.glossary_block``).
+    glossary: str | None = None
     # Whether the embedder sees context + chunk (True) or the chunk alone. None at creation
     # means: yes for LLM contexts (what Contextual Retrieval is), no for the offline ones,
     # whose terms help BM25 but blur a chunk's vector (``ops/bench corpora``).
@@ -130,7 +133,8 @@ class CollectionConfig(BaseModel):
 
 
 SHAPING_FIELDS = ("contextualizer", "model", "embedder", "embed_model", "embed_tail", "embed_header", "language",
-                  "chunk_tokens", "chunk_overlap", "prompt", "embed_context", "index_shards", "index_replicas", "vectors")
+                  "chunk_tokens", "chunk_overlap", "prompt", "glossary", "embed_context", "index_shards", "index_replicas",
+                  "vectors")
 # Fixed at creation too, so that every search of a collection agrees by default, but a query
 # may override them (they shape no stored data).
 SEARCH_FIELDS = ("context_weight", "fusion", "dense_weight", "rrf_k", "reranker")

@@ -30,21 +30,26 @@ def take_lease(key: str, holder: str) -> bool:
     return bool(scripts.script("lease_take")(keys=[key], args=[holder, lease_ms()]))
 
 
-def begin(task_id: str, retries: int, unit: str | None, holder: str) -> int | None:
+def begin(task_id: str, retries: int, unit: str | None, holder: str, queue: str | None = None,
+          admit: tuple[int, float] | None = None) -> tuple[int | None, list[dict[str, Any]]]:
     """A delivery of message ``task_id`` as it begins, in one round trip: the message received
-    (the fair gate's record of it confirmed), then, for a unit of work, its lease taken for
-    ``holder`` and the delivery counted. The count of deliveries that started work, this one
-    included; 0 if the lease is held; None without a unit."""
+    (the fair gate's record of it confirmed), the room it left in ``queue`` filled from the gate
+    (``admit``: how many it holds ahead, and the stale time), then, for a unit of work, its lease
+    taken for ``holder`` and the delivery counted. The count of deliveries that started work, this
+    one included (0 if the lease is held; None without a unit), and the entries admitted, to send."""
     def build(pipe: Any) -> None:
         fairqueue.confirm([task_id], pipe)
+        if queue and admit:
+            fairqueue.admit([queue], admit[0], admit[1], pipe)
         if unit is not None:
             scripts.in_pipeline(pipe, "lease_take_counted", [unit, keys.deliveries(task_id, retries)],
                                 [holder, lease_ms(), RECORD_TTL_S])
 
-    # Both may run twice (after a NOSCRIPT): a confirm again is a no-op, and the lease script
-    # answers its own holder the same.
-    answers = scripts.run_loaded(build, ["fair_confirm", "lease_take_counted"])
-    return int(answers[-1]) if unit is not None else None
+    # All may run twice (after a NOSCRIPT): a confirm again is a no-op, an admission again admits
+    # nothing more than there is room for, and the lease script answers its own holder the same.
+    answers = scripts.run_loaded(build, ["fair_confirm", "fair_admit", "lease_take_counted"])
+    entries = fairqueue.admitted(answers[1]) if queue and admit else []
+    return (int(answers[-1]) if unit is not None else None), entries
 
 
 def renew_leases(held: dict[str, str]) -> None:
@@ -59,6 +64,11 @@ def release_lease(key: str, holder: str) -> None:
 
 def record_death(task_id: str, retries: int, how: str) -> None:
     redis_client().set(keys.death(task_id, retries), how[:300], ex=RECORD_TTL_S)
+
+
+def uncount(task_id: str, retries: int) -> None:
+    """A delivery that must not count against its document (its process was stopped from outside)."""
+    redis_client().decr(keys.deliveries(task_id, retries))
 
 
 def last_death(task_id: str, retries: int) -> str | None:

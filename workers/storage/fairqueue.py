@@ -40,7 +40,7 @@ from workers.storage.scripts import script
 
 # Per document (``states.member``): its entries parked or admitted and not yet received. The
 # reconciler's "is its work queued?" in one HMGET, however long the lines.
-SENDING, SENDING_DATA = keys.FAIR_SENDING, keys.FAIR_SENDING_DATA
+SENDING, SENDING_DATA, QUEUED = keys.FAIR_SENDING, keys.FAIR_SENDING_DATA, keys.FAIR_QUEUED
 WAITING, WAITING_TOTAL = keys.FAIR_WAITING, keys.FAIR_WAITING_TOTAL
 _line, _ring, _debts = keys.fair_line, keys.fair_ring, keys.fair_debts
 
@@ -67,14 +67,19 @@ def park(queue: str, collection: str, entry: dict[str, Any], front: bool = False
                         args=[raw, collection, "1" if front else "0", doc])
 
 
-def admit(queues: dict[str, list[str]], ahead: int, stale_s: float) -> list[dict[str, Any]]:
-    """Admit work into each queue (name -> its Kombu lists) until it holds ``ahead`` messages;
-    the entries to send now, each ``confirm``-ed by the worker that receives it (or parked again
-    after ``stale_s``)."""
-    args: list[Any] = [f"{time.time():.3f}", stale_s, ahead, *keys.FAIR_LAYOUT]
-    for queue, lists in queues.items():
-        args += [queue, len(lists), *lists]
-    return [json.loads(raw) for raw in script("fair_admit")(keys=[SENDING, SENDING_DATA], args=args)]
+def admit(queues: list[str], ahead: int, stale_s: float, pipe: Any = None) -> list[dict[str, Any]]:
+    """Admit work into each queue until it holds ``ahead`` messages no worker has received; the
+    entries to send now, each ``confirm``-ed by the worker that receives it (or parked again after
+    ``stale_s``). ``pipe``: a pipeline to add it to (its answer is then ``admitted`` of that reply)."""
+    args: list[Any] = [f"{time.time():.3f}", stale_s, ahead, *keys.FAIR_LAYOUT, *queues]
+    if pipe is not None:
+        scripts.in_pipeline(pipe, "fair_admit", [SENDING, SENDING_DATA, QUEUED], args)
+        return []
+    return admitted(script("fair_admit")(keys=[SENDING, SENDING_DATA, QUEUED], args=args))
+
+
+def admitted(reply: list[str]) -> list[dict[str, Any]]:
+    return [json.loads(raw) for raw in reply]
 
 
 def confirm(ids: list[str], pipe: Any = None) -> None:
@@ -82,16 +87,16 @@ def confirm(ids: list[str], pipe: Any = None) -> None:
     if not ids:
         return
     if pipe is None:
-        script("fair_confirm")(keys=[SENDING, SENDING_DATA, WAITING, WAITING_TOTAL], args=ids)
+        script("fair_confirm")(keys=[SENDING, SENDING_DATA, WAITING, WAITING_TOTAL, QUEUED], args=ids)
     else:
-        scripts.in_pipeline(pipe, "fair_confirm", [SENDING, SENDING_DATA, WAITING, WAITING_TOTAL], list(ids))
+        scripts.in_pipeline(pipe, "fair_confirm", [SENDING, SENDING_DATA, WAITING, WAITING_TOTAL, QUEUED], list(ids))
 
 
 def recount_if_drifted(queues: list[str]) -> bool:
     """The waiting counts say other than the lines hold (lines deleted by hand, a flushed
     database): count again from the lines, atomically. Cheap when they agree (a few LLENs per
     collection); a read of every parked entry when they do not. True if it recounted."""
-    _, _, rebuilt = script("fair_recount")(keys=[WAITING, WAITING_TOTAL, SENDING_DATA, *map(_ring, queues)],
+    _, _, rebuilt = script("fair_recount")(keys=[WAITING, WAITING_TOTAL, SENDING_DATA, QUEUED, *map(_ring, queues)],
                                            args=[*keys.FAIR_LAYOUT, *queues])
     return bool(rebuilt)
 

@@ -31,7 +31,7 @@ NO_KEY = "situate-no-key"
 def messages(prompt: Prompt) -> list[dict[str, str]]:
     """The system prompt, then the document (its blocks in order) and, last, the instruction."""
     document = "".join(prompt.parts or (prompt.cached or "",))
-    return [{"role": "system", "content": prompts.SYSTEM},
+    return [{"role": "system", "content": prompt.system or prompts.SYSTEM},
             {"role": "user", "content": f"{document}\n\n{prompt.instruction}" if document else prompt.instruction}]
 
 

@@ -31,6 +31,7 @@ class Prompt:
     # The document's key (collection and id): where its calls are routed on servers of your own,
     # and OpenAI's ``prompt_cache_key``.
     key: str = ""
+    system: str | None = None  # a system prompt of the caller's (question generation); None: the provider's own
 
     def blocks(self) -> list[tuple[str, bool]]:
         """The cached text as (text, breakpoint after it)."""
@@ -96,15 +97,16 @@ class AnthropicProvider:
         stop: str | None = None
         u_in = u_write = u_read = u_out = 0
         try:
+            system: Any = {"system": prompt.system} if prompt.system else {}
             if on_started is None:  # only a warm-up call needs to know when its response starts
                 m = self.client.messages.create(model=self.model, max_tokens=max_tokens, messages=messages,
-                                                **self.extras)
+                                                **system, **self.extras)
                 u = m.usage
                 return Answer("".join(b.text for b in m.content if b.type == "text"), m.stop_reason,
                               u.input_tokens or 0, u.cache_creation_input_tokens or 0,
                               u.cache_read_input_tokens or 0, u.output_tokens or 0)
             stream = self.client.messages.create(model=self.model, max_tokens=max_tokens, messages=messages,
-                                                 stream=True, **self.extras)
+                                                 stream=True, **system, **self.extras)
             event: Any  # a union of seven event types, told apart by ``type``
             for event in stream:
                 if event.type == "message_start":
@@ -147,7 +149,9 @@ class BedrockProvider:
                 content.append({"cachePoint": {"type": "default"}})
         content.append({"text": prompt.instruction})
         try:
-            extra = {"additionalModelRequestFields": self.extras} if self.extras else {}
+            extra: dict[str, Any] = {"additionalModelRequestFields": self.extras} if self.extras else {}
+            if prompt.system:
+                extra["system"] = [{"text": prompt.system}]
             r = self.client.converse(modelId=self.model, messages=[{"role": "user", "content": content}],
                                      inferenceConfig={"maxTokens": max_tokens, "temperature": 0.0}, **extra)
         except Exception as e:

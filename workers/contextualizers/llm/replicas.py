@@ -33,6 +33,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
+import httpx
+
 from workers import metrics
 from workers.errors import ConfigurationError, ProviderFault
 from workers.settings import get_credentials, get_settings
@@ -130,8 +132,6 @@ class Router:
 
     def probe(self) -> int:
         """Probe the replicas due for it (each by one worker); returns how many came back."""
-        import httpx
-
         by_label = {r.label: r for r in self.replicas}
         back = 0
         for label in store.due_for_probe(claim_s=PROBE_TIMEOUT_S * 3):

@@ -100,14 +100,18 @@ class LLMContextualizer:
 
     def _prompt(self, doc: SourceDocument, chunk: Chunk, long_doc: bool) -> Prompt:
         instruction = prompts.chunk_instruction(chunk.text, self.config.prompt)
-        parts: tuple[str, ...] = ()
+        glossary = prompts.glossary_block(self.config.glossary)
         if not long_doc:
-            cached = prompts.document_block(doc.text)
+            parts: tuple[str, ...] = (prompts.document_block(doc.text),)
         else:
             plan = self.plan(doc)
             window = plan.window_of(chunk.n)
             parts = (prompts.opening_block(plan.opening), prompts.window_block(window.title, window.text))
-            cached = "".join(parts)
+        # The glossary first, a block of its own: the same for every document of the collection.
+        parts = ((glossary,) if glossary else ()) + parts
+        cached = "".join(parts)
+        if len(parts) == 1:
+            parts = ()
         # A breakpoint costs nothing below the model's minimum (the API then caches nothing and
         # charges plain input), so near the threshold we set it rather than trust an estimate;
         # a single-chunk document never reads its write back, so it gets none.
@@ -274,18 +278,18 @@ class LLMContextualizer:
     @staticmethod
     def _best_read(by_group: dict[str, list[dict[str, Any]]], already_warm: bool) -> int:
         """The cache reads the same calls could have had at best: every call of a prefix reads it
-        but the one that writes it (none, on a document already warm); each window's first call
-        can still read the opening, which is the cache read such a call did get."""
+        but the one that writes it (none, on a document already warm); the call that writes it can
+        still read what comes before its part — the collection's glossary, a long document's
+        opening — which is the cache read such a call did get."""
         best = 0
         for group in by_group.values():
             prefix = max((c["cache_read_tokens"] + c["cache_write_tokens"] for c in group), default=0)
             if not prefix:  # a server of your own that read nothing (or said nothing): the prefix by its share
                 prefix = max((c.get("prefix_tokens", 0) for c in group), default=0)
             best += (len(group) if already_warm else max(0, len(group) - 1)) * prefix
-        if len(by_group) > 1:
-            firsts = [min(group, key=lambda c: -c["cache_write_tokens"]) for group in by_group.values()]
-            opening = max((c["cache_read_tokens"] for c in firsts if c["cache_write_tokens"]), default=0)
-            best += (len(by_group) - 1) * opening
+            writer = max(group, key=lambda c: c["cache_write_tokens"])
+            if writer["cache_write_tokens"] and not already_warm:
+                best += writer["cache_read_tokens"]
         return best
 
 

@@ -1,11 +1,13 @@
 -- Let parked work into Celery's queues, one collection at a time, round robin (storage/fairqueue.py).
--- KEYS[1]: the sending zset (id -> when admitted), KEYS[2]: the sending hash (id -> entry).
+-- KEYS[1]: the sending zset (id -> when admitted), KEYS[2]: the sending hash (id -> entry),
+-- KEYS[3]: the queued hash (queue -> entries admitted and not yet received: kept by this script and
+-- fair_confirm, so a queue's depth is one HGET, not an LLEN of each of Kombu's priority lists).
 -- ARGV[1]: now, ARGV[2]: after how long an admission never confirmed is parked again,
 -- ARGV[3]: how many messages each queue may hold ahead of its workers,
 -- ARGV[4..7]: the layout of the gate's keys (keys.FAIR_LAYOUT: prefix, line, ring and debt parts):
 --   a line is prefix .. queue .. line .. collection, a ring prefix .. queue .. ring, the debts
 --   prefix .. queue .. debt (keys.fair_line, fair_ring, fair_debts build the same),
--- then per queue: its name, the number of its Kombu lists, and their names.
+-- then the names of the queues to admit into.
 -- Returns the admitted entries; the caller sends each, then confirms it.
 -- A collection in debt (turns its work took beyond one, charged by the worker) gives up one
 -- turn per unit of debt to the others; alone, it is served anyway.
@@ -16,6 +18,7 @@ local function park_again(raw)
   local e = cjson.decode(raw)
   local line = prefix .. e.queue .. line_part .. e.collection
   if redis.call('LPUSH', line, raw) == 1 then redis.call('RPUSH', prefix .. e.queue .. ring_part, e.collection) end
+  if redis.call('HINCRBY', KEYS[3], e.queue, -1) < 0 then redis.call('HSET', KEYS[3], e.queue, 0) end
 end
 
 -- A sender that died between admitting and sending: its entries go back to the front of their lines.
@@ -27,20 +30,17 @@ for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now - stale, 'L
 end
 
 local out = {}
-local i = 8
-while i <= #ARGV do
-  local queue, lists = ARGV[i], tonumber(ARGV[i + 1])
-  local depth = 0
-  for j = i + 2, i + 1 + lists do depth = depth + redis.call('LLEN', ARGV[j]) end
-  i = i + 2 + lists
-  local room = bound - depth
+for i = 8, #ARGV do
+  local queue = ARGV[i]
+  local room = bound - tonumber(redis.call('HGET', KEYS[3], queue) or '0')
   local ring = prefix .. queue .. ring_part
   local debts = prefix .. queue .. debt_part
-  local skipped = 0
+  local skipped, admitted = 0, 0
+  local in_debt = room > 0 and redis.call('EXISTS', debts) == 1
   while room > 0 do
     local collection = redis.call('LMOVE', ring, ring, 'LEFT', 'RIGHT')
     if not collection then break end
-    local debt = tonumber(redis.call('HGET', debts, collection) or '0')
+    local debt = in_debt and tonumber(redis.call('HGET', debts, collection) or '0') or 0
     if debt >= 1 and skipped < redis.call('LLEN', ring) then
       -- its last work took more than its turns: this turn goes to the next collection
       if debt < 2 then redis.call('HDEL', debts, collection) else redis.call('HINCRBYFLOAT', debts, collection, -1) end
@@ -56,8 +56,10 @@ while i <= #ARGV do
         redis.call('HSET', KEYS[2], id, raw)
         out[#out + 1] = raw
         room = room - 1
+        admitted = admitted + 1
       end
     end
   end
+  if admitted > 0 then redis.call('HINCRBY', KEYS[3], queue, admitted) end
 end
 return out

@@ -1,14 +1,27 @@
 -- Check, and if they drifted rebuild, the waiting counts from the lines (storage/fairqueue.py).
--- KEYS[1]: the waiting hash, KEYS[2]: its total, KEYS[3]: the sending hash, then the rings.
+-- KEYS[1]: the waiting hash, KEYS[2]: its total, KEYS[3]: the sending hash, KEYS[4]: the queued
+-- hash (queue -> admitted, not yet received: rebuilt from the sending hash when it disagrees), then
+-- the rings.
 -- ARGV[1], ARGV[2]: the gate's key prefix and line part (keys.FAIR_LAYOUT's first two: a line is
 -- prefix .. queue .. line .. collection, as keys.fair_line builds it), ARGV[3], ARGV[4] unused
--- (the rest of the layout), then each ring's queue name (in KEYS' order).
+-- (the rest of the layout), then each ring's queue name (in KEYS' order: ARGV[i] for KEYS[i]).
 -- Returns {counted before, entries held, 1 if rebuilt}. Atomic: nothing parks meanwhile.
 local prefix, line_part = ARGV[1], ARGV[2]
 local held = redis.call('HLEN', KEYS[3])
-for i = 4, #KEYS do
+local queued = 0
+for _, n in ipairs(redis.call('HVALS', KEYS[4])) do queued = queued + tonumber(n) end
+if queued ~= held then
+  local per_queue = {}
+  for _, raw in ipairs(redis.call('HVALS', KEYS[3])) do
+    local q = cjson.decode(raw).queue
+    per_queue[q] = (per_queue[q] or 0) + 1
+  end
+  redis.call('DEL', KEYS[4])
+  for q, n in pairs(per_queue) do redis.call('HSET', KEYS[4], q, n) end
+end
+for i = 5, #KEYS do
   for _, collection in ipairs(redis.call('LRANGE', KEYS[i], 0, -1)) do
-    held = held + redis.call('LLEN', prefix .. ARGV[i + 1] .. line_part .. collection)
+    held = held + redis.call('LLEN', prefix .. ARGV[i] .. line_part .. collection)
   end
 end
 local counted = tonumber(redis.call('GET', KEYS[2]) or '0')
@@ -20,9 +33,9 @@ local function count(raw)
   per_doc[doc] = (per_doc[doc] or 0) + 1
 end
 for _, raw in ipairs(redis.call('HVALS', KEYS[3])) do count(raw) end
-for i = 4, #KEYS do
+for i = 5, #KEYS do
   for _, collection in ipairs(redis.call('LRANGE', KEYS[i], 0, -1)) do
-    for _, raw in ipairs(redis.call('LRANGE', prefix .. ARGV[i + 1] .. line_part .. collection, 0, -1)) do count(raw) end
+    for _, raw in ipairs(redis.call('LRANGE', prefix .. ARGV[i] .. line_part .. collection, 0, -1)) do count(raw) end
   end
 end
 redis.call('DEL', KEYS[1])

@@ -1,0 +1,31 @@
+"""What is kept of a model's questions: a question, in its own words."""
+
+from __future__ import annotations
+
+from producers.evaluation import generation, pilot
+
+CHUNK = ("Net sales in the fourth quarter of fiscal 2023 increased 11.1% to $3.2 billion, driven by strong "
+         "demand across categories and new store openings.")
+
+
+def test_a_question_that_copies_a_run_of_its_chunk_is_dropped() -> None:
+    assert generation.copies("Why did net sales in the fourth quarter of fiscal 2023 increase?", CHUNK)
+    assert generation.copies("fourth quarter fiscal net sales increased billion?", CHUNK)  # most content words
+    assert not generation.copies("How much did revenue grow at the end of last year?", CHUNK)
+
+
+def test_answers_are_cleaned_to_one_question() -> None:
+    assert generation.cleaned('Question: "How much did revenue grow?" It is in the report.') == "How much did revenue grow?"
+    assert generation.is_question("How much did revenue grow last year?")
+    assert not generation.is_question("Revenue grew.")
+    assert not generation.is_question("Why?")
+
+
+def test_the_pilot_draws_the_same_sample_every_time(tmp_path) -> None:
+    for i in range(12):
+        (tmp_path / f"note{i:02d}.md").write_text(f"# Note {i}\n\n" + "word " * (i + 1))
+    (tmp_path / "photo.png").write_bytes(b"\x89PNG")
+    first, second = pilot.sample(tmp_path, 5), pilot.sample(tmp_path, 5)
+    assert first.paths == second.paths and len(first.paths) == 5 and first.files == 12
+    assert all(rel.endswith(".md") for rel, _ in first.paths)
+    assert 0 < first.sample_bytes < first.folder_bytes
