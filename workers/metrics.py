@@ -10,8 +10,9 @@ What is kept, under ``situate:metrics:``:
 
 - ``counters``: all-time counters, one field per (name, labels);
 - ``hist``: histogram bucket counts (not cumulative; ``read_histograms`` sums them);
-- ``minute:<epoch minute>`` and ``day:<YYYY-MM-DD>``: the same counters (and histograms, per
-  minute) in time buckets, for the dashboard's charts; minutes are kept two days, days 400.
+- ``minute:<epoch minute>`` and ``day:<YYYY-MM-DD>``: the series the dashboard charts, in time
+  buckets (``PER_MINUTE``, ``PER_DAY``: only those, each written where it is read); minutes are
+  kept two days, days 400.
 
 Gauges (queue depth, documents by state, workers online) are not stored: they are read live.
 """
@@ -40,6 +41,12 @@ MINUTE_TTL_S, DAY_TTL_S = 2 * 86400, 400 * 86400
 BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900, math.inf)
 
 Labels = dict[str, str]
+
+# The counters and histograms the dashboard draws over time (``producers.web.dashboard``): kept
+# per minute and per day as well. Every other figure is all-time only (``/metrics``): a time bucket
+# no one reads is a write for nothing on every sample.
+PER_MINUTE = frozenset({"chunks_indexed", "llm_tokens", "llm_best_read_tokens", "llm_call_seconds"})
+PER_DAY = frozenset({"llm_cost_usd"})
 
 
 def _field(name: str, labels: Labels) -> str:
@@ -71,14 +78,18 @@ class Batch:
         self.counts: dict[str, float] = defaultdict(float)
         self.buckets: dict[str, int] = defaultdict(int)
         self.sums: dict[str, float] = defaultdict(float)
+        self.names: dict[str, str] = {}
 
     def count(self, name: str, value: float = 1, **labels: str) -> None:
         if value:
             self.counts[_field(name, labels)] += value
+            self.names[_field(name, labels)] = name
 
     def observe(self, name: str, seconds: float, **labels: str) -> None:
         index = next(i for i, le in enumerate(BUCKETS) if seconds <= le)
-        self.buckets[json.dumps([name, dict(sorted(labels.items())), index], separators=(",", ":"))] += 1
+        field = json.dumps([name, dict(sorted(labels.items())), index], separators=(",", ":"))
+        self.buckets[field] += 1
+        self.names[field] = name
         self.sums[_field(name, labels)] += seconds
 
     def send(self) -> None:
@@ -87,20 +98,25 @@ class Batch:
         now = time.time()
         minute, day = minute_key(now), day_key(now)
         pipe = redis_client().pipeline(transaction=False)
+        touched: set[str] = set()
         for field, value in self.counts.items():
-            for key in (COUNTERS, minute, day):
+            name = self.names[field]
+            for key in (COUNTERS, *((minute,) if name in PER_MINUTE else ()), *((day,) if name in PER_DAY else ())):
                 pipe.hincrbyfloat(key, field, value)
+                touched.add(key)
         for field, n in self.buckets.items():
             pipe.hincrby(HISTOGRAMS, field, n)
-            pipe.hincrby(minute, "h" + field, n)
+            if self.names[field] in PER_MINUTE:
+                pipe.hincrby(minute, "h" + field, n)
+                touched.add(minute)
         for field, total in self.sums.items():
             pipe.hincrbyfloat(HISTOGRAMS, "s" + field, total)
         for key, ttl in ((minute, MINUTE_TTL_S), (day, DAY_TTL_S)):
-            if key not in _expiring:  # once per bucket and process, not on every sample
+            if key in touched and key not in _expiring:  # once per bucket and process, not on every sample
                 pipe.expire(key, ttl)
         try:
             pipe.execute()
-            _expiring.update((minute, day))
+            _expiring.update(touched & {minute, day})
             if len(_expiring) > 64:
                 _expiring.intersection_update((minute, day))
         except REDIS_NOT_NOW as e:  # a sample is not worth a task

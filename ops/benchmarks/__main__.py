@@ -149,7 +149,7 @@ def main() -> None:
     ba.add_argument("--cost-documents", type=int, default=300, help="documents in each cost run")
     ba.set_defaults(fn=batches.bench_batches)
     cm = sub.add_parser("commands")
-    cm.add_argument("--documents", type=int, default=40, help="cookbook documents (of 90)")
+    cm.add_argument("--documents", type=int, default=90, help="cookbook documents (of 90)")
     cm.add_argument("--workers", type=int, default=1)
     cm.add_argument("--concurrency", type=int, default=2)
     cm.set_defaults(fn=commands.bench_commands)

@@ -40,12 +40,13 @@ def run(documents: int, workers: int, concurrency: int) -> dict[str, Any]:
         source = Path(tmp) / "cookbook.json"
         source.write_text(json.dumps(files))
         chunks = sum(len(f["chunks"]) for f in files)
+        name = f"bench-commands-{uuid.uuid4().hex[:6]}"
         started = [Worker(concurrency, env=env, name=f"bench-commands-{uuid.uuid4().hex[:4]}") for _ in range(workers)]
         try:
             time.sleep(2)  # the workers' start-up (their first heartbeats) is not the documents' work
             redis.Redis.from_url(url).config_resetstat()
             t0 = time.perf_counter()
-            done = subprocess.run([SITUATE, "ingest", "-c", "bench-commands", "--format", "cookbook", str(source),
+            done = subprocess.run([SITUATE, "ingest", "-c", name, "--format", "cookbook", str(source),
                                    "--json"], capture_output=True, text=True, env={**os.environ, **env},
                                   timeout=3600)
             seconds = time.perf_counter() - t0
@@ -56,6 +57,9 @@ def run(documents: int, workers: int, concurrency: int) -> dict[str, Any]:
             for w in started:
                 w.stop()
             server.stop()
+            from workers.connections import opensearch_client
+
+            opensearch_client().indices.delete(index=f"situate-{name}*", ignore_unavailable=True)
     total = sum(calls.values())
     return {"documents": documents, "chunks": chunks, "seconds": round(seconds, 1), "commands": total,
             "per_chunk": round(total / chunks, 1), "per_document": round(total / documents, 1),

@@ -158,6 +158,7 @@ class Tracker:
     not the producer's."""
 
     WINDOW_S = 30.0
+    SCAN_EVERY_S = 2.0  # the documents in flight are looked at one by one at most this often
 
     def __init__(self, config: CollectionConfig):
         self.config = config
@@ -165,6 +166,8 @@ class Tracker:
         self.counts: dict[str, int] = {"submitted": 0, "indexed": 0, "unchanged": 0, "failed": 0, "queued": 0}
         self.failed: list[dict[str, Any]] = []
         self._ended: list[tuple[float, int]] = [(time.monotonic(), 0)]
+        self._settled = -1  # the collection's documents indexed or failed, at the last look
+        self._scanned = 0.0
 
     def add(self, s: Submission) -> None:
         self.counts["submitted"] += 1
@@ -182,6 +185,19 @@ class Tracker:
         return self.counts["indexed"] + self.counts["unchanged"] + self.counts["failed"]
 
     def poll(self) -> None:
+        """Move what ended out of ``pending``. The collection's counts are read first (one
+        command): while no document of it has ended since the last look, nothing of ours has, and
+        the documents in flight are not read one by one (every half second, for every document,
+        that was the most Redis work of an ingest)."""
+        counts = states.counts(self.config.name)
+        settled = counts.get(states.INDEXED, 0) + counts.get(states.FAILED, 0)
+        now = time.monotonic()
+        if self.pending and self._settled >= 0 and (
+                settled == self._settled
+                or (now - self._scanned < self.SCAN_EVERY_S and settled - self._settled < len(self.pending))):
+            self._ended.append((now, self.ended))
+            return
+        self._settled, self._scanned = settled, now
         ids = list(self.pending)
         for i in range(0, len(ids), 1000):
             for doc in states.get_many(self.config.name, ids[i:i + 1000]):

@@ -75,8 +75,8 @@ def test_the_gate_admits_round_robin_up_to_its_bound_and_sends_again_what_nobody
             assert fairqueue.admit(["chunk"], ahead=3, stale_s=60) == []
             assert redis_client().keys("chunk*") == [], "admission reads its own count, not Kombu's lists"
             assert fairqueue.parked(["chunk"])["chunk"]["by_collection"] == {"busy": 8}
-            fairqueue.confirm(["b0", "q0"])  # received by a worker; b1's message was lost
-            again = fairqueue.admit(["chunk"], ahead=2, stale_s=0)
+            fairqueue.confirm([fairqueue.entry_received(e) for e in first if e["id"] in ("b0", "q0")])  # b1's was lost
+            again = fairqueue.admit(["chunk"], ahead=2, stale_s=0, sweep=True)
             assert [e["id"] for e in again] == ["b1", "b2"], "the unconfirmed one goes first, sent again"
     finally:
         redis.stop()
@@ -101,10 +101,10 @@ def test_a_collection_charged_for_slow_work_gives_its_turns_to_the_others():
         fairqueue.charge(queue, slow, 2)
         admitted = fairqueue.admit([queue], ahead=4, stale_s=60)
         assert [e["collection"] for e in admitted] == [quick, quick, slow, quick]
-        fairqueue.confirm([e["id"] for e in admitted])  # received by workers: room again
+        fairqueue.confirm([fairqueue.entry_received(e) for e in admitted])  # received by workers: room again
         admitted += fairqueue.admit([queue], ahead=4, stale_s=60)
         assert [e["collection"] for e in admitted[4:]] == [slow, quick, slow, slow]  # debt paid: turns again
     finally:
-        fairqueue.confirm([f"{c}-{n}" for c in (slow, quick) for n in range(4)])
+        fairqueue.confirm([(f"{c}-{n}", queue, f"{c}\x1fd{n}") for c in (slow, quick) for n in range(4)])
         fairqueue.forget_collection(slow)
         fairqueue.forget_collection(quick)

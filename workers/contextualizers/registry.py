@@ -63,6 +63,9 @@ SERVED = "openai"
 # any worker takes at once. On servers of your own a document's calls are bounded by its
 # replica's slots instead (``llm.replicas``): slices would only run past that bound.
 SLICED = ("anthropic", "bedrock")
+# Free and instant, with no model to route to: their contexts are written by the chunk stage
+# itself, which then hands the document straight to the index (one message a document fewer).
+INLINE = ("none", "keywords", "structural")
 MODEL_WRITTEN: tuple[str, ...] = LLM_PROVIDERS + ("llama",)  # contexts a language model wrote: embedded too
 
 

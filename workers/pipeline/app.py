@@ -53,7 +53,7 @@ delivery.on_heartbeat.append(rebuild.advance)  # reindexes move on every heartbe
 delivery.on_heartbeat.append(replicas.probe_due)  # replicas of your own servers that were down, probed
 # The gate is topped up as each message is received (``delivery``: the room it left in its queue),
 # and on every heartbeat, the net for whatever that missed.
-delivery.on_heartbeat.append(fair.admit)
+delivery.on_heartbeat.append(fair.admit_and_sweep)
 
 
 # The provider SDKs a worker has credentials for, imported before it takes work: ``anthropic``

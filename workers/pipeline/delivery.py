@@ -81,9 +81,10 @@ class GuardedRequest(Request):
         retries = self.request_dict.get("retries") or 0
         holder = f"{self.id}:{uuid.uuid4().hex[:8]}"
         queue = (self.delivery_info or {}).get("routing_key")
+        document = states.member(self.args[0], self.args[1]) if len(self.args or ()) >= 2 else ""
         try:
             delivered, admitted = deliveries.begin(self.id, retries, unit, holder, queue,
-                                                   (get_settings().queue_ahead, fair.stale_s()))
+                                                   (get_settings().queue_ahead, fair.stale_s()), document)
         except guard.TRANSIENT:
             if unit is not None:
                 raise

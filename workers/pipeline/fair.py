@@ -28,17 +28,28 @@ def send(task: str, args: tuple[Any, ...] | list[Any], queue: str, priority: int
     """Queue ``task(*args)`` (args[0] is the collection, args[1] the document) on ``queue``, in
     its collection's turn. ``admit_now`` False: the caller admits once after sending many."""
     entry = {"id": str(uuid.uuid4()), "task": task, "args": list(args), "priority": priority, "at": round(time.time(), 3)}
-    fairqueue.park(queue, args[0], entry, front=front)
-    if admit_now:
-        admit([queue])
+    if not admit_now:
+        fairqueue.park(queue, args[0], entry, front=front)
+        return
+    now = fairqueue.send(queue, args[0], entry, get_settings().queue_ahead, front=front)
+    if now is not None:
+        send_admitted([now])
+    else:
+        admit([queue])  # parked: others wait their turn before it, and there may be room for them
 
 
-def admit(queues: list[str] | None = None) -> int:
+def admit(queues: list[str] | None = None, sweep: bool = False) -> int:
     """Let parked work into ``queues`` (default: all) as far as they have room; how many sent.
-    The worker that receives each message confirms it (``delivery``)."""
-    entries = fairqueue.admit(queues or all_queues(), get_settings().queue_ahead, stale_s())
+    The worker that receives each message confirms it (``delivery``). ``sweep``: also park again
+    what was admitted and never received (the heartbeat's)."""
+    entries = fairqueue.admit(queues or all_queues(), get_settings().queue_ahead, stale_s(), sweep=sweep)
     send_admitted(entries)
     return len(entries)
+
+
+def admit_and_sweep() -> int:
+    """The heartbeat's admission: every queue, and what was admitted but never received."""
+    return admit(sweep=True)
 
 
 def send_admitted(entries: list[dict[str, Any]]) -> None:

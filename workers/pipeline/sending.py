@@ -72,7 +72,9 @@ def configure(app: Celery) -> Celery:
         broker_use_ssl=broker_ssl(),
         task_default_queue=CHUNK_QUEUE,
         task_routes={CHUNK_TASK: {"queue": CHUNK_QUEUE}, INDEX_TASK: {"queue": INDEX_QUEUE}},
-        task_send_sent_event=True,  # for Flower
+        # No "task-sent" event: a PUBLISH per message sent, for Flower to show a task before a worker
+        # receives it (which the workers' own events show, a moment later).
+        task_send_sent_event=False,
     )
     return app
 

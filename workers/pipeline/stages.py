@@ -167,14 +167,16 @@ def load(s: Stores, collection: str, doc_id: str, version: str) -> tuple[Collect
 
 def chunk(s: Stores, collection: str, doc_id: str, version: str) -> None:
     """Body (a file extracted first) -> chunks, checkpointed; then the document's contextualize
-    message, on its shard."""
+    message, on its shard. An offline contextualizer's contexts (free, instant) are written here
+    and the document goes straight to the index: a message, a task and their bookkeeping fewer."""
     if not pending(s, collection, doc_id, version, state_names.CHUNKED):
         return
     config = s.catalog.load(collection)
     facts: dict[str, object] = {}
+    payload: dict[str, Any] | None = None
     loaded = s.checkpoints.load_chunks(collection, doc_id, version)
     if loaded is not None:  # delivered again after chunking: the chunks are checkpointed
-        chunks = loaded[0]
+        chunks, language, metadata = loaded
     else:
         payload = s.bodies().get(collection, doc_id, version)
         if payload is None:
@@ -192,6 +194,13 @@ def chunk(s: Stores, collection: str, doc_id: str, version: str) -> None:
         s.checkpoints.save_chunks(collection, doc_id, version, chunks, language, metadata)
         s.catalog.record_mix(collection, len(chunks) if is_code(language) else 0, 0 if is_code(language) else len(chunks),
                              sum(1 for c in chunks if c.pages))
+    if config.contextualizer in registry.INLINE:
+        doc = (_source_of(collection, doc_id, version, chunks, language, metadata, payload) if payload is not None
+               else source(s, collection, doc_id, version, chunks, language, metadata))
+        contexts_for(s, registry.for_collection(config), doc, chunks)
+        s.gate.send(INDEX_TASK, (collection, doc_id, version), queue=INDEX_QUEUE)
+        s.states.set_state(collection, doc_id, version, state_names.SITUATED, chunks_total=len(chunks), **facts)
+        return
     s.gate.send(CONTEXTUALIZE_TASK, (collection, doc_id, version), queue=document_queue(collection, doc_id),
                 priority=contextualize_priority(len(chunks)))
     s.states.set_state(collection, doc_id, version, state_names.CHUNKED, chunks_total=len(chunks), **facts)
@@ -347,6 +356,11 @@ def source(s: Stores, collection: str, doc_id: str, version: str, chunks: list[C
     payload = s.bodies().get(collection, doc_id, version)
     if payload is None:
         raise BadDocument("document body is gone from the body store; submit the document again")
+    return _source_of(collection, doc_id, version, chunks, language, metadata, payload)
+
+
+def _source_of(collection: str, doc_id: str, version: str, chunks: list[Chunk], language: str,
+               metadata: dict[str, Any], payload: dict[str, Any]) -> SourceDocument:
     return SourceDocument(collection, doc_id, version, payload["text"], language, metadata,
                           chunks, payload.get("run"), bool(payload.get("batch")), structure=payload.get("extracted"))
 

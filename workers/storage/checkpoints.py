@@ -73,25 +73,42 @@ def _replica_count() -> int:
     return count
 
 
+# The context hashes this process has set to expire: an EXPIRE once per document version, not one per
+# context (the key keeps its TTL through HSET). Forgotten in bulk past a bound: at worst, one more.
+_expiring: set[str] = set()
+EXPIRING_KEPT = 10_000
+
+
 def _write(key: str, fields: dict[str, str]) -> None:
     """The fields, then (with replicas) ``WAIT`` on the same connection: WAIT counts the replicas
     that have this client's writes, so it must follow them on one connection (a pipeline, not a
-    MULTI: WAIT is refused inside one)."""
+    MULTI: WAIT is refused inside one; none is needed either, an HSET that lands without its
+    EXPIRE is released with the document anyway)."""
     replicas = _replica_count()
-    pipe = redis_client().pipeline(transaction=not replicas)
+    pipe = redis_client().pipeline(transaction=False)
     pipe.hset(key, mapping=cast(Any, fields))  # redis-py types its keys as a union: a dict[str, str] is one
-    pipe.expire(key, TTL_S)
+    if key not in _expiring:
+        pipe.expire(key, TTL_S)
     if replicas:
         pipe.wait(1, REPLICA_WAIT_MS)
     acknowledged = pipe.execute()
+    if len(_expiring) > EXPIRING_KEPT:
+        _expiring.clear()
+    _expiring.add(key)
     if replicas and not acknowledged[-1]:
         metrics.count("checkpoints_unconfirmed", 1)
 
 
 def save_context(collection: str, doc_id: str, version: str, n: int, context: dict[str, Any]) -> None:
-    """Checkpoint one context. If Redis is unreachable it is kept in memory instead (see
-    ``_unsaved``) and ``flush`` raises later, once the document's other answers are in."""
+    """Checkpoint one context as it arrives when it was paid for (a model's: its ``usage``); an
+    offline one, free to write again, waits for ``flush`` with the rest of its document (one write
+    for all). If Redis is unreachable it is kept in memory instead (see ``_unsaved``) and ``flush``
+    raises later, once the document's other answers are in."""
     key = _contexts_key(collection, doc_id, version)
+    if not context.get("usage"):
+        with _unsaved_lock:
+            _unsaved.setdefault(key, {})[str(n)] = json.dumps(context, ensure_ascii=False)
+        return
     try:
         _write(key, {str(n): json.dumps(context, ensure_ascii=False)})
     except REDIS_NOT_NOW:
@@ -122,7 +139,9 @@ def load_contexts(collection: str, doc_id: str, version: str) -> dict[int, dict[
 def release(collection: str, doc_id: str, version: str) -> None:
     """After indexing: chunks and contexts are in OpenSearch now, and the bill in the usage
     totals (``contextualizers.llm.usage``); Redis keeps only what in-flight work needs."""
-    redis_client().delete(_chunks_key(collection, doc_id, version), _contexts_key(collection, doc_id, version))
+    key = _contexts_key(collection, doc_id, version)
+    _expiring.discard(key)
+    redis_client().delete(_chunks_key(collection, doc_id, version), key)
 
 
 def forget_collection(collection: str) -> None:

@@ -31,14 +31,15 @@ def take_lease(key: str, holder: str) -> bool:
 
 
 def begin(task_id: str, retries: int, unit: str | None, holder: str, queue: str | None = None,
-          admit: tuple[int, float] | None = None) -> tuple[int | None, list[dict[str, Any]]]:
+          admit: tuple[int, float] | None = None, document: str = "") -> tuple[int | None, list[dict[str, Any]]]:
     """A delivery of message ``task_id`` as it begins, in one round trip: the message received
     (the fair gate's record of it confirmed), the room it left in ``queue`` filled from the gate
     (``admit``: how many it holds ahead, and the stale time), then, for a unit of work, its lease
     taken for ``holder`` and the delivery counted. The count of deliveries that started work, this
-    one included (0 if the lease is held; None without a unit), and the entries admitted, to send."""
+    one included (0 if the lease is held; None without a unit), and the entries admitted, to send.
+    ``document``: the message's (``states.member``), for the gate's count of its waiting work."""
     def build(pipe: Any) -> None:
-        fairqueue.confirm([task_id], pipe)
+        fairqueue.confirm([(task_id, queue or "", document)], pipe)
         if queue and admit:
             fairqueue.admit([queue], admit[0], admit[1], pipe)
         if unit is not None:

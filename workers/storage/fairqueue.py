@@ -41,7 +41,7 @@ from workers.storage.scripts import script
 # Per document (``states.member``): its entries parked or admitted and not yet received. The
 # reconciler's "is its work queued?" in one HMGET, however long the lines.
 SENDING, SENDING_DATA, QUEUED = keys.FAIR_SENDING, keys.FAIR_SENDING_DATA, keys.FAIR_QUEUED
-WAITING, WAITING_TOTAL = keys.FAIR_WAITING, keys.FAIR_WAITING_TOTAL
+WAITING, WAITING_TOTAL = keys.FAIR_WAITING, keys.FAIR_WAITING_TOTAL  # the total: no longer kept (see recount)
 _line, _ring, _debts = keys.fair_line, keys.fair_ring, keys.fair_debts
 
 
@@ -63,15 +63,27 @@ def park(queue: str, collection: str, entry: dict[str, Any], front: bool = False
     ahead of that collection's other work (a big document's slices, after its warm-up call)."""
     raw = json.dumps({**entry, "queue": queue, "collection": collection})
     doc = states.member(collection, entry["args"][1])
-    script("fair_park")(keys=[_line(queue, collection), _ring(queue), WAITING, WAITING_TOTAL],
+    script("fair_park")(keys=[_line(queue, collection), _ring(queue), WAITING],
                         args=[raw, collection, "1" if front else "0", doc])
 
 
-def admit(queues: list[str], ahead: int, stale_s: float, pipe: Any = None) -> list[dict[str, Any]]:
+def send(queue: str, collection: str, entry: dict[str, Any], ahead: int, front: bool = False) -> dict[str, Any] | None:
+    """``entry`` for ``queue``: returned to be sent now when no collection has work parked there
+    and the queue has room (one script: the common case), else parked (None) for ``admit``."""
+    raw = json.dumps({**entry, "queue": queue, "collection": collection})
+    doc = states.member(collection, entry["args"][1])
+    sent = script("fair_send")(keys=[_line(queue, collection), _ring(queue), WAITING, SENDING, SENDING_DATA, QUEUED],
+                               args=[raw, collection, "1" if front else "0", doc, entry["id"], f"{time.time():.3f}",
+                                     ahead, queue])
+    return json.loads(sent) if sent else None
+
+
+def admit(queues: list[str], ahead: int, stale_s: float, pipe: Any = None, sweep: bool = False) -> list[dict[str, Any]]:
     """Admit work into each queue until it holds ``ahead`` messages no worker has received; the
-    entries to send now, each ``confirm``-ed by the worker that receives it (or parked again after
-    ``stale_s``). ``pipe``: a pipeline to add it to (its answer is then ``admitted`` of that reply)."""
-    args: list[Any] = [f"{time.time():.3f}", stale_s, ahead, *keys.FAIR_LAYOUT, *queues]
+    entries to send now, each ``confirm``-ed by the worker that receives it. ``sweep``: first park
+    again what was admitted and never received within ``stale_s`` (the heartbeat's admission does).
+    ``pipe``: a pipeline to add it to (its answer is then ``admitted`` of that reply)."""
+    args: list[Any] = [f"{time.time():.3f}", stale_s if sweep else -1, ahead, *keys.FAIR_LAYOUT, *queues]
     if pipe is not None:
         scripts.in_pipeline(pipe, "fair_admit", [SENDING, SENDING_DATA, QUEUED], args)
         return []
@@ -82,20 +94,30 @@ def admitted(reply: list[str]) -> list[dict[str, Any]]:
     return [json.loads(raw) for raw in reply]
 
 
-def confirm(ids: list[str], pipe: Any = None) -> None:
-    """``pipe``: a pipeline to add it to (sent with the caller's other commands)."""
-    if not ids:
+Received = tuple[str, str, str]  # an admitted entry as its receiver knows it: id, queue, document (``states.member``)
+
+
+def confirm(received: list[Received], pipe: Any = None) -> None:
+    """Entries a worker received; ``pipe``: a pipeline to add it to (sent with the caller's other
+    commands)."""
+    if not received:
         return
+    args = [x for entry in received for x in entry]
     if pipe is None:
-        script("fair_confirm")(keys=[SENDING, SENDING_DATA, WAITING, WAITING_TOTAL, QUEUED], args=ids)
+        script("fair_confirm")(keys=[SENDING, SENDING_DATA, WAITING, QUEUED], args=args)
     else:
-        scripts.in_pipeline(pipe, "fair_confirm", [SENDING, SENDING_DATA, WAITING, WAITING_TOTAL, QUEUED], list(ids))
+        scripts.in_pipeline(pipe, "fair_confirm", [SENDING, SENDING_DATA, WAITING, QUEUED], args)
+
+
+def entry_received(entry: dict[str, Any]) -> Received:
+    return entry["id"], entry["queue"], states.member(entry["collection"], entry["args"][1])
 
 
 def recount_if_drifted(queues: list[str]) -> bool:
     """The waiting counts say other than the lines hold (lines deleted by hand, a flushed
-    database): count again from the lines, atomically. Cheap when they agree (a few LLENs per
-    collection); a read of every parked entry when they do not. True if it recounted."""
+    database): count again from the lines, atomically. Cheap when they agree (a sum of the
+    waiting counts — as many as documents in the gate, which the backlog bounds — and a few LLENs
+    per collection); a read of every parked entry when they do not. True if it recounted."""
     _, _, rebuilt = script("fair_recount")(keys=[WAITING, WAITING_TOTAL, SENDING_DATA, QUEUED, *map(_ring, queues)],
                                            args=[*keys.FAIR_LAYOUT, *queues])
     return bool(rebuilt)
@@ -145,7 +167,8 @@ def forget_collection(collection: str) -> None:
         r.lrem(_ring(queue), 0, collection)
         r.delete(_line(queue, collection))
         r.hdel(_debts(queue), collection)
-    doomed = [i for i, raw in r.hscan_iter(SENDING_DATA) if json.loads(raw).get("collection") == collection]
+    doomed = [entry_received(e) for e in (json.loads(raw) for _, raw in r.hscan_iter(SENDING_DATA))
+              if e.get("collection") == collection]
     if doomed:
         confirm(doomed)
     recount_if_drifted(queues)  # its lines are gone: their entries no longer wait

@@ -2,7 +2,8 @@
 -- KEYS[1]: the sending zset (id -> when admitted), KEYS[2]: the sending hash (id -> entry),
 -- KEYS[3]: the queued hash (queue -> entries admitted and not yet received: kept by this script and
 -- fair_confirm, so a queue's depth is one HGET, not an LLEN of each of Kombu's priority lists).
--- ARGV[1]: now, ARGV[2]: after how long an admission never confirmed is parked again,
+-- ARGV[1]: now, ARGV[2]: after how long an admission never confirmed is parked again (-1: not
+--   looked for: the heartbeat's admission sweeps, the others only admit),
 -- ARGV[3]: how many messages each queue may hold ahead of its workers,
 -- ARGV[4..7]: the layout of the gate's keys (keys.FAIR_LAYOUT: prefix, line, ring and debt parts):
 --   a line is prefix .. queue .. line .. collection, a ring prefix .. queue .. ring, the debts
@@ -22,7 +23,7 @@ local function park_again(raw)
 end
 
 -- A sender that died between admitting and sending: its entries go back to the front of their lines.
-for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now - stale, 'LIMIT', 0, 100)) do
+for _, id in ipairs(stale < 0 and {} or redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now - stale, 'LIMIT', 0, 100)) do
   local raw = redis.call('HGET', KEYS[2], id)
   redis.call('ZREM', KEYS[1], id)
   redis.call('HDEL', KEYS[2], id)
@@ -36,10 +37,11 @@ for i = 8, #ARGV do
   local ring = prefix .. queue .. ring_part
   local debts = prefix .. queue .. debt_part
   local skipped, admitted = 0, 0
-  local in_debt = room > 0 and redis.call('EXISTS', debts) == 1
+  local in_debt = nil  -- looked up once there is a collection to serve
   while room > 0 do
     local collection = redis.call('LMOVE', ring, ring, 'LEFT', 'RIGHT')
     if not collection then break end
+    if in_debt == nil then in_debt = redis.call('EXISTS', debts) == 1 end
     local debt = in_debt and tonumber(redis.call('HGET', debts, collection) or '0') or 0
     if debt >= 1 and skipped < redis.call('LLEN', ring) then
       -- its last work took more than its turns: this turn goes to the next collection

@@ -1,5 +1,5 @@
 -- Check, and if they drifted rebuild, the waiting counts from the lines (storage/fairqueue.py).
--- KEYS[1]: the waiting hash, KEYS[2]: its total, KEYS[3]: the sending hash, KEYS[4]: the queued
+-- KEYS[1]: the waiting hash, KEYS[2]: unused (the total it once had), KEYS[3]: the sending hash, KEYS[4]: the queued
 -- hash (queue -> admitted, not yet received: rebuilt from the sending hash when it disagrees), then
 -- the rings.
 -- ARGV[1], ARGV[2]: the gate's key prefix and line part (keys.FAIR_LAYOUT's first two: a line is
@@ -24,7 +24,8 @@ for i = 5, #KEYS do
     held = held + redis.call('LLEN', prefix .. ARGV[i] .. line_part .. collection)
   end
 end
-local counted = tonumber(redis.call('GET', KEYS[2]) or '0')
+local counted = 0
+for _, n in ipairs(redis.call('HVALS', KEYS[1])) do counted = counted + tonumber(n) end
 if counted == held then return {counted, held, 0} end
 local per_doc = {}
 local function count(raw)
@@ -40,5 +41,5 @@ for i = 5, #KEYS do
 end
 redis.call('DEL', KEYS[1])
 for doc, n in pairs(per_doc) do redis.call('HSET', KEYS[1], doc, n) end
-redis.call('SET', KEYS[2], held)
+redis.call('DEL', KEYS[2])
 return {counted, held, 1}

@@ -6,6 +6,5 @@ if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   if redis.call('GET', KEYS[1]) == ARGV[1] then return tonumber(redis.call('GET', KEYS[2]) or '1') end
   return 0
 end
-local n = redis.call('INCR', KEYS[2])
-redis.call('EXPIRE', KEYS[2], ARGV[3])
-return n
+if redis.call('SET', KEYS[2], 1, 'NX', 'EX', ARGV[3]) then return 1 end  -- a first delivery: counted, with its TTL
+return redis.call('INCR', KEYS[2])

@@ -8,5 +8,5 @@ move(KEYS[1], KEYS[2], state, nil)
 release(KEYS[1])
 redis.call('DEL', KEYS[1])
 redis.call('SREM', KEYS[3], ARGV[1])
-moved(nil)
+moved(nil, state)
 return state

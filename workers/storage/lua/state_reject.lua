@@ -5,5 +5,5 @@ local state = redis.call('HGET', KEYS[1], 'state')
 move(KEYS[1], KEYS[2], state, 'failed')
 redis.call('HSET', KEYS[1], 'state', 'failed', 'version', '', 'error', ARGV[2], 'updated', ARGV[3])
 redis.call('SADD', KEYS[3], ARGV[1])
-moved('failed')
+moved('failed', state)
 return 1

@@ -15,5 +15,5 @@ if size > 0 then
   redis.call('INCRBY', KEYS[5], size)
   redis.call('HSET', KEYS[1], 'backlog', size)
 end
-moved('queued')
+moved('queued', state)
 return {'queued', tostring(new_seq)}

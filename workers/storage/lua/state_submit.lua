@@ -14,12 +14,13 @@ local seq = ARGV[6]
 if seq == '' then seq = redis.call('INCR', KEYS[4]) end
 move(KEYS[1], KEYS[2], state, 'queued')
 release(KEYS[1])
-redis.call('HSET', KEYS[1], 'state', 'queued', 'version', ARGV[2], 'seq', seq, 'meta_hash', ARGV[3],
-           'error', '', 'submitted', ARGV[4], 'updated', ARGV[4], 'size', ARGV[7])
+local fields = {'state', 'queued', 'version', ARGV[2], 'seq', seq, 'meta_hash', ARGV[3], 'error', '',
+                'submitted', ARGV[4], 'updated', ARGV[4], 'size', ARGV[7]}
 if tonumber(ARGV[7]) > 0 then
   redis.call('INCRBY', KEYS[5], ARGV[7])
-  redis.call('HSET', KEYS[1], 'backlog', ARGV[7])
+  fields[#fields + 1], fields[#fields + 2] = 'backlog', ARGV[7]
 end
+redis.call('HSET', KEYS[1], unpack(fields))
 redis.call('SADD', KEYS[3], ARGV[1])
-moved('queued')
+moved('queued', state)
 return {'queued', tostring(seq)}
