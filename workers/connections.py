@@ -142,6 +142,14 @@ def opensearch_client() -> OpenSearch:
 
 
 @lru_cache(maxsize=1)
+def opensearch_search_client() -> OpenSearch:
+    """For queries: their requests and answers are small and their time is the CPU of both ends,
+    which gzip adds to without saving anything worth it (``ops/bench clients --sweep``). Writes,
+    bulk vectors sent a network away, keep ``opensearch_client``'s compression."""
+    return OpenSearch(**{**opensearch_options(), "http_compress": False})
+
+
+@lru_cache(maxsize=1)
 def s3_client() -> Any:
     """boto3's S3 client: one attempt per call (``faults.call`` makes the others), timeouts bounded."""
     import boto3

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from producers.retrieval.fusion import Hit, fuse
-from workers.connections import opensearch_client
+from workers.connections import opensearch_search_client
 from workers.embedding import registry as embedders
 from workers.settings import get_settings
 from workers.storage import catalog, index_mapping
@@ -165,7 +165,7 @@ def _fill(config: CollectionConfig, hits: list[Hit]) -> None:
     """The text, context and metadata of the hits to return, in one round trip."""
     if not hits:
         return
-    docs = opensearch_client().mget(index=config.index_name, body={"ids": [h.id for h in hits]},
+    docs = opensearch_search_client().mget(index=config.index_name, body={"ids": [h.id for h in hits]},
                                     _source_includes=["text", "context", "metadata", "pages", "section", "title"])["docs"]
     for hit, doc in zip(hits, docs):
         source = doc.get("_source") or {}
@@ -208,7 +208,7 @@ def search(config: CollectionConfig, query: str, k: int = 10, filters: dict[str,
     for body in sides.values():
         lines += [{"index": config.index_name}, body]
     clock = time.perf_counter()
-    responses = opensearch_client().msearch(body=lines)["responses"]
+    responses = opensearch_search_client().msearch(body=lines)["responses"]
     results = {}
     for side, response in zip(sides, responses):
         if "error" in response:
