@@ -39,6 +39,7 @@ from __future__ import annotations
 import http.client
 import logging
 import random
+import re
 import socket
 import ssl
 from collections.abc import Callable, Iterator
@@ -147,13 +148,22 @@ def classify(error: BaseException) -> ProviderFault | None:
     return None
 
 
+# llama.cpp: "exceeds the available context size"; vLLM: "maximum context length is"; SGLang:
+# "longer than the model's context length".
+_OVER_WINDOW = re.compile(r"context size|context length|context window", re.I)
+
+
 def refusal(error: BaseException) -> ProviderRefused | None:
     """A provider's permanent answer (a 4xx other than 408 and 429) as the document's reason."""
     for e in _chain(error):
         status, code, _ = _status(e)
         if 400 <= status < 500:
+            text = str(e)
+            hint = (" (the prompt is over the model's window: SITUATE_OPENAI_CONTEXT_TOKENS is the window a "
+                    "request has on your servers, SITUATE_OPENAI_CHARS_PER_TOKEN what a document's estimate "
+                    "assumes)" if _OVER_WINDOW.search(text) else "")
             return ProviderRefused(f"the provider refused the request ({status}{' ' + code if code else ''}): "
-                                   f"{str(e)[:300]}")
+                                   f"{text[:300]}{hint}")
     return None
 
 

@@ -60,3 +60,11 @@ def test_a_refusal_is_not_tried_again():
     assert isinstance(result, Answered) and tries == 1 and waits == []
     with pytest.raises(ProviderRefused, match="400"):
         faults.call(lambda: (_ for _ in ()).throw(Answered(400)), "test", faults.Policy(600, 600))
+
+
+def test_a_prompt_over_a_servers_window_is_refused_with_the_settings_that_fit_it():
+    over = Answered(400)
+    over.args = ("Error code: 400 - request (11562 tokens) exceeds the available context size (8192 tokens)",)
+    reason = str(faults.refusal(over))
+    assert "11562 tokens" in reason and "SITUATE_OPENAI_CONTEXT_TOKENS" in reason
+    assert "SITUATE_OPENAI" not in str(faults.refusal(Answered(400)))  # another refusal: no such advice

@@ -99,3 +99,19 @@ def test_the_best_possible_read_of_calls_that_read_nothing_is_their_prefix() -> 
     assert LLMContextualizer._best_read({"doc": calls}, already_warm=False) == 3 * 3000
     calls[2]["cache_read_tokens"] = 3008  # one call that did read: the server's own figure wins
     assert LLMContextualizer._best_read({"doc": calls}, already_warm=False) == 3 * 3008
+
+
+def test_a_file_of_code_a_server_of_8192_tokens_refused_is_read_in_windows() -> None:
+    """The cookbook file (19,877 characters) a llama-server with 8,192 tokens a slot refused as
+    11,562 tokens: its estimate for a model of your own servers must call it long, so it is read
+    as its opening and windows. Claude's ratio called it 5,500 tokens, read whole."""
+    from tests.support import cookbook_docs
+    from workers import models
+    from workers.storage.catalog import CollectionConfig
+
+    text = next(d["content"] for d in cookbook_docs() if d["original_uuid"].startswith("1cb2aa70"))
+    config = CollectionConfig(name="c", contextualizer="openai", model="qwen-own")
+    situating = LLMContextualizer(config, SimpleNamespace(), "openai", models.served("qwen-own"))  # type: ignore[arg-type]
+    assert situating.max_document_tokens < 8192
+    assert models.estimate_tokens(text, situating.spec) > situating.max_document_tokens
+    assert models.estimate_tokens(text, models.get("claude-haiku-4-5")) < situating.max_document_tokens
