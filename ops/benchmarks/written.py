@@ -67,9 +67,17 @@ def mmlongbench_subset(folder: Path, n: int) -> tuple[Path, Path]:
 def _ingest(collection: str, source: list[str], flags: list[str], env: dict[str, str] | None = None) -> float:
     subprocess.run([SITUATE, "drop", "-c", collection, "--yes"], capture_output=True)
     started = time.perf_counter()
-    subprocess.run([SITUATE, "ingest", "-c", collection, *flags, *source], check=True, stdout=subprocess.DEVNULL,
+    # A document that fails (a prompt over a server's window) fails alone: counted in the row, and
+    # its queries count as misses for that collection, as they would for a user.
+    subprocess.run([SITUATE, "ingest", "-c", collection, *flags, *source], stdout=subprocess.DEVNULL,
                    timeout=6 * 3600, env={**os.environ, **(env or {})})
     return time.perf_counter() - started
+
+
+def _failed(collection: str) -> int:
+    out = subprocess.run([SITUATE, "status", "-c", collection, "--json"], capture_output=True, text=True, check=True)
+    found = json.loads(out.stdout)
+    return int(next(c for c in found["collections"] if c["collection"] == collection)["documents"].get("failed", 0))
 
 
 def _bill(collection: str) -> dict[str, Any]:
@@ -120,6 +128,7 @@ def bench_written(args: Any) -> None:
                     seconds = _ingest(collection, source, ["--contextualizer", "openai", "--model", label], env)
                     bill = _bill(collection)
                     row = {"corpus": name, "model": model.name, "collection": collection, "seconds": round(seconds),
+                           "failed_documents": _failed(collection),
                            "calls": bill["calls"], "seconds_per_call": round(seconds / max(1, bill["calls"]), 2),
                            "prompt_tokens": bill["input_tokens"] + (bill["cache_read_tokens"] or 0),
                            "cache_read_tokens": bill["cache_read_tokens"], "of_best": bill["of_best"],

@@ -54,7 +54,7 @@ GROUPED = "group:"
 
 
 def _long(ctx: LLMContextualizer, doc: SourceDocument) -> bool:
-    return models.estimate_tokens(doc.text, ctx.spec) > get_settings().llm_max_document_tokens
+    return ctx.is_long(doc)  # the contextualizer's own rule: its model's window, not only the setting
 
 
 def _request_bytes(prompt: Prompt) -> int:

@@ -92,11 +92,13 @@ class LLMContextualizer:
                                              self.opening_tokens, self.window_tokens)}
         return self._plans[key]
 
+    def is_long(self, doc: SourceDocument) -> bool:
+        """Too long to read whole: read as its opening and windows."""
+        return models.estimate_tokens(doc.text, self.spec) > self.max_document_tokens
+
     def long_document_plan(self, doc: SourceDocument) -> windows.Plan | None:
         """The windows of a document too long to read whole, None for the others (slicing follows them)."""
-        if models.estimate_tokens(doc.text, self.spec) <= self.max_document_tokens:
-            return None
-        return self.plan(doc)
+        return self.plan(doc) if self.is_long(doc) else None
 
     def _prompt(self, doc: SourceDocument, chunk: Chunk, long_doc: bool) -> Prompt:
         instruction = prompts.chunk_instruction(chunk.text, self.config.prompt)
@@ -186,7 +188,7 @@ class LLMContextualizer:
     # -- one document ------------------------------------------------------------------------
     def contextualize(self, doc: SourceDocument, chunks: list[Chunk]) -> Iterator[tuple[Chunk, Context]]:  # noqa: C901 - one loop: the call order reads top down
         run = doc.run
-        long_doc = models.estimate_tokens(doc.text, self.spec) > self.max_document_tokens
+        long_doc = self.is_long(doc)
         plans = [(c, self._prompt(doc, c, long_doc)) for c in chunks]
         if not plans:
             return
