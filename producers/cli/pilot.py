@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -141,16 +142,18 @@ def _print(title: str, results: list[Any], differences: dict[str, Any], print_di
 
 
 def _a_worker() -> subprocess.Popen[bytes] | None:
-    """None if a worker is online already, else one started for the pilot (stopped after it)."""
+    """A worker of the pilot's own, stopped after it. Not one found online: a worker's record
+    outlives it by its heartbeat's lapse, and one that was stopped a moment before looked online
+    and left the pilot's documents queued with nobody to take them."""
     from workers.storage import presence
 
-    if presence.online():
-        return None
+    name = f"pilot-{uuid.uuid4().hex[:8]}"
     log = tempfile.NamedTemporaryFile(prefix="situate-pilot-worker-", suffix=".log", delete=False)
-    proc = subprocess.Popen([str(Path(sys.executable).with_name("situate")), "worker", "--concurrency", "2"],
+    proc = subprocess.Popen([str(Path(sys.executable).with_name("situate")), "worker", "--concurrency", "2",
+                             "--hostname", f"{name}@%h"],
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + 120
-    while not presence.online():
+    while not any(w.get("hostname", "").startswith(f"{name}@") for w in presence.online()):
         if proc.poll() is not None or time.monotonic() > deadline:
             fail(f"no worker online, and the one started for the pilot did not come up: see {log.name}")
         time.sleep(0.5)
