@@ -15,7 +15,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from producers.cli.common import fail, open_or_create, out, safe
+from producers.cli.common import err, fail, open_or_create, out, safe
 from workers import errors
 
 
@@ -167,4 +167,5 @@ def _ingest(config: Any, chosen: Any) -> None:
     final = wait(config, submit(config, chosen.documents(), run), timeout=3600)
     failed = [d for d in final.values() if d.get("state") == "failed"]
     if failed:
-        out.print(f"[yellow]{len(failed)} of {len(final)} documents failed[/yellow] (situate failed -c {config.name})")
+        # On stderr: with --json, stdout is the JSON alone.
+        err.print(f"[yellow]{len(failed)} of {len(final)} documents failed[/yellow] (situate failed -c {config.name})")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from tests.support import TEST_MODEL, run_cli
+from tests.support import SECRET_KEY, TEST_MODEL, run_cli
 
 TOPICS = {
     "lighthouse": "The keepers trimmed the wick of the lamp every night and logged each passing ship.",
@@ -28,8 +28,11 @@ def test_pilot_evaluates_a_sample_with_intervals_and_projects_the_folder(worker,
                                            "gold": [{"doc_id": f"{topic}.txt", "chunk": 0}], "source": "person"}) + "\n"
                                for topic in TOPICS))
     result = run_cli("pilot", str(folder), "--sample", "6", "-c", collection_name, "--contextualizer", "anthropic",
-                     "--model", TEST_MODEL, "--queries", str(queries), "--json")
+                     "--model", TEST_MODEL, "--queries", str(queries), "--json",
+                     # the pilot's own worker situates with the caller's keys: the stand-in's here
+                     env={"ANTHROPIC_API_KEY": SECRET_KEY, "ANTHROPIC_BASE_URL": standin.url})
     assert result.returncode == 0, result.stdout + result.stderr
+    assert "failed" not in result.stderr, result.stderr
     found = json.loads(result.stdout)
     assert found["collections"] == [f"{collection_name}-plain", collection_name]
     assert (found["documents"], found["questions"]) == (6, 6)
