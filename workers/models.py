@@ -162,9 +162,9 @@ def served(model: str) -> ModelSpec:
     if model in MODELS:
         spec = MODELS[model]
         return replace(spec, context_window=min(spec.context_window, s.openai_context_tokens))
-    # Open models' tokenizers are not Claude's: a cookbook file of code, 19,877 characters, was
-    # some 11,000 tokens to Qwen2.5's, and a window of 8,192 refused it. The estimate that decides
-    # whether a document is read whole must not be the one for Claude.
+    # Open models' tokenizers are not Claude's: they count code at about half Claude's characters a
+    # token (``ops/bench written`` found a file read whole that a server's window refused). The
+    # estimate that decides whether a document is read whole must not be Claude's.
     return ModelSpec(model, 0.0, 0.0, 0, s.openai_context_tokens, limited=False, chars_per_token=s.openai_chars_per_token)
 
 

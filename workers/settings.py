@@ -153,7 +153,7 @@ class Settings(BaseSettings):
     openai_imbalance: int = Field(8, ge=0)  # a new document skips its replica when that one has this many calls in flight more than the least busy
     openai_down_s: float = 30         # a replica that refused a connection or timed out is left alone this long, then probed
     openai_context_tokens: int = Field(8192, ge=1024)  # the served model's window per request; a longer document is read as its opening and windows
-    openai_chars_per_token: float = Field(1.8, ge=0.5, le=8)  # what the document budget assumes of your model's tokenizer (code ~1.8 on Qwen2.5's, prose ~4): lower it if a server refuses a prompt over its window
+    openai_chars_per_token: float = Field(1.8, ge=0.5, le=8)  # characters a token the document budget assumes of your model's tokenizer (low enough for code; prose can take about 4): lower it if a server refuses a prompt over its window
     openai_prompt_cache_key: Literal["auto", "on", "off"] = "auto"  # send the document's key as prompt_cache_key (auto: to api.openai.com)
 
     # ## The API, its pages and Flower
