@@ -14,6 +14,7 @@ import json
 import statistics
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -22,6 +23,18 @@ from ops.benchmarks.search_page import DATA, _ensure, _p
 from ops.harness import Api
 
 TOKEN = "bench-clients-token-4471"
+
+
+def _in_threads(client: Callable[[int], None], clients: int) -> float:
+    """``client(offset)`` on ``clients`` threads at once, each from its own starting question; the
+    wall time until the last one stops."""
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=client, args=(k * 7,)) for k in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return time.perf_counter() - t0
 
 
 def _load(url: str, collection: str, questions: list[str], clients: int, seconds: float) -> dict:
@@ -50,13 +63,7 @@ def _load(url: str, collection: str, questions: list[str], clients: int, seconds
                             parts.setdefault(name, []).append(float(rest))
                 i += 1
 
-    t0 = time.perf_counter()
-    threads = [threading.Thread(target=client, args=(k * 7,)) for k in range(clients)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    wall = time.perf_counter() - t0
+    wall = _in_threads(client, clients)
     return {"clients": clients, "queries": len(took), "errors": errors, "queries_per_s": round(len(took) / wall, 1),
             "p50_ms": round(statistics.median(took), 1), "p95_ms": round(_p(took, 0.95), 1),
             "parts_p50_ms": {k: round(statistics.median(v), 1) for k, v in parts.items()}}
@@ -146,13 +153,7 @@ def _sweep_one(base: str, index: str, queries: list[tuple[str, list[float]]], sh
                     os_took.append(inner)
                 i += 1
 
-    t0 = time.perf_counter()
-    threads = [threading.Thread(target=client, args=(k * 7,)) for k in range(clients)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    wall = time.perf_counter() - t0
+    wall = _in_threads(client, clients)
     return {"shape": shape["name"], "clients": clients, "queries_per_s": round(len(took) / wall, 1),
             "p50_ms": round(statistics.median(took), 1), "p95_ms": round(_p(took, 0.95), 1),
             "opensearch_took_p50_ms": statistics.median(os_took)}
