@@ -110,7 +110,8 @@ def use_services(redis_url: str | None = None, opensearch_url: str | None = None
 
     def follow() -> None:
         get_settings.cache_clear()
-        for client in (connections.redis_client, connections.redis_bytes_client, connections.opensearch_client):
+        for client in (connections.redis_client, connections.redis_bytes_client, connections.opensearch_client,
+                       connections.opensearch_search_client):
             client.cache_clear()
         app = sending.app()  # the worker's app if this process imported it, else the send-only one
         app.conf.broker_url = get_settings().redis_url
