@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ops.harness import ROOT, SITUATE, Api
+from ops.harness import ROOT, SITUATE, Api, RedisServer
 
 SHARED = ROOT.parent / "shared"
 COOKBOOK = SHARED / "data" / "cookbook"
@@ -133,3 +133,13 @@ def use_services(redis_url: str | None = None, opensearch_url: str | None = None
             else:
                 os.environ[k] = v
         follow()
+
+
+@contextmanager
+def redis_of_its_own(tmp_path_factory: Any, name: str) -> Iterator[RedisServer]:
+    """A Redis of a module's own (broker and state), this process and the workers it starts on it:
+    for tests that restart it, or whose workers must take no other test's messages."""
+    server = RedisServer(tmp_path_factory.mktemp(name))
+    with use_services(redis_url=server.url()):
+        yield server
+    server.stop()

@@ -16,9 +16,9 @@ from dataclasses import asdict, dataclass, field
 
 import pytest
 
-from ops.harness import LOGS, ROOT, RedisServer, StandIn, Worker
+from ops.harness import LOGS, ROOT, StandIn, Worker
 from tests.faults import figures as fault_figures
-from tests.support import SECRET_KEY, TEST_MODEL, reread_environment, use_services
+from tests.support import SECRET_KEY, TEST_MODEL, redis_of_its_own, reread_environment
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -37,10 +37,8 @@ def services():
 def private_redis(tmp_path_factory):
     """The fault runs' own Redis (broker and state): one of them restarts it, and none of their
     workers may take another test's messages, in this pytest process or a parallel one."""
-    server = RedisServer(tmp_path_factory.mktemp("fault-redis"))
-    with use_services(redis_url=server.url()):
+    with redis_of_its_own(tmp_path_factory, "fault-redis") as server:
         yield server
-    server.stop()
 
 
 # ~0.3 s per call: enough calls in flight at any moment for a fault to land on some.

@@ -18,18 +18,17 @@ from collections import defaultdict
 
 import pytest
 
-from ops.harness import RedisServer, Worker
+from ops.harness import Worker
 from ops.model_servers import LlamaServers, llama_server_binary
 from tests.integration.test_llama import smollm2
-from tests.support import run_cli, use_services, write_jsonl
+from tests.support import redis_of_its_own, run_cli, write_jsonl
+from workers.contextualizers.llm import replicas
 
 
 @pytest.fixture(scope="module", autouse=True)
 def private_redis(tmp_path_factory):
-    server = RedisServer(tmp_path_factory.mktemp("llama-server-redis"))
-    with use_services(redis_url=server.url()):
+    with redis_of_its_own(tmp_path_factory, "llama-server-redis") as server:
         yield server
-    server.stop()
 
 
 PLACES = ["Lisbon", "Tromso", "Valparaiso", "Hobart"]
@@ -66,9 +65,13 @@ def test_two_llama_servers_write_contexts_each_document_on_one_that_reads_its_pr
            "SITUATE_LLM_DOCUMENT_CONCURRENCY": "1", "SITUATE_OPENAI_CONTEXT_TOKENS": "4096",
            "SITUATE_LLM_MAX_OUTPUT_TOKENS": "40", "SITUATE_LLM_TIMEOUT_S": "600"}
     worker = Worker(4, ["--pool", "threads"], env, name=f"llama-server-{uuid.uuid4().hex[:6]}")
-    collection = f"t-{uuid.uuid4().hex[:10]}"
+    docs = [document(i) for i in range(4)]
+    # Rendezvous over two servers on random ports puts all four documents on one an eighth of the
+    # time: a collection name whose documents rank both first, so "both servers used" is a check.
+    pool = replicas.parse(servers.urls)
+    collection = next(name for name in (f"t-{uuid.uuid4().hex[:10]}" for _ in range(200))
+                      if len({replicas.rank(f"{name}/{d['id']}", pool)[0] for d in docs}) == 2)
     try:
-        docs = [document(i) for i in range(4)]
         result = run_cli("ingest", "-c", collection, "--contextualizer", "openai", "--model", "smollm2",
                          write_jsonl(tmp_path / "d.jsonl", docs), "--json", env=env, timeout=900)
         assert result.returncode == 0, result.stdout + result.stderr

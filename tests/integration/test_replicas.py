@@ -14,9 +14,9 @@ from collections import defaultdict
 
 import pytest
 
-from ops.harness import RedisServer, Worker
+from ops.harness import Worker
 from ops.model_servers import OpenAIFleet
-from tests.support import run_cli, use_services, wait_until, write_jsonl
+from tests.support import redis_of_its_own, run_cli, wait_until, write_jsonl
 
 MODEL = "qwen2.5-7b-instruct"  # a name situate has never heard of: the operator's
 FAST = {"prefill_s_per_ktok": 0.05, "decode_s_per_tok": 0.001, "slots": 4}
@@ -24,21 +24,13 @@ FAST = {"prefill_s_per_ktok": 0.05, "decode_s_per_tok": 0.001, "slots": 4}
 
 @pytest.fixture(scope="module", autouse=True)
 def private_redis(tmp_path_factory):
-    server = RedisServer(tmp_path_factory.mktemp("replicas-redis"))
-    with use_services(redis_url=server.url()):
+    with redis_of_its_own(tmp_path_factory, "replicas-redis") as server:
         yield server
-    server.stop()
 
 
 @pytest.fixture
-def collection():
-    name = f"t-{uuid.uuid4().hex[:10]}"
-    yield name
-    from workers import lifecycle
-    from workers.storage import catalog
-
-    if catalog.exists(name):
-        lifecycle.delete(name)
+def collection(collection_name):
+    return collection_name  # conftest's: a fresh name, the collection deleted after
 
 
 def documents(n: int, chunks: int = 5, tag: str = "") -> list[dict]:
