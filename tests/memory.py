@@ -1,4 +1,4 @@
-"""In-memory stores for the pipeline's stages (``workers.pipeline.stages.Stores``): a stage's
+"""In-memory stores for the pipeline's stages (``workers.pipeline.stores.Stores``): a stage's
 logic tested without Redis, OpenSearch or a broker, as dramatiq's ``StubBroker`` lets its users
 test actors without Redis.
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workers.chunks.splitting import Chunk
-from workers.pipeline.stages import Stores
+from workers.pipeline.stores import Stores
 from workers.storage.catalog import CollectionConfig
 
 RANK = {"queued": 0, "chunked": 1, "situated": 2, "indexed": 3}

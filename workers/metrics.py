@@ -24,7 +24,7 @@ import logging
 import math
 import time
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -95,9 +95,19 @@ class Batch:
     def send(self) -> None:
         if not (self.counts or self.buckets):
             return
+        pipe = redis_client().pipeline(transaction=False)
+        sent = self.queue_on(pipe)
+        try:
+            pipe.execute()
+            sent()
+        except REDIS_NOT_NOW as e:  # a sample is not worth a task
+            log.debug("metrics sample lost: %s", e)
+
+    def queue_on(self, pipe: Any) -> Callable[[], None]:
+        """These observations as commands on ``pipe`` (a stage's own last round trip carries
+        them); the function returned is called once the pipeline has run."""
         now = time.time()
         minute, day = minute_key(now), day_key(now)
-        pipe = redis_client().pipeline(transaction=False)
         touched: set[str] = set()
         for field, value in self.counts.items():
             name = self.names[field]
@@ -114,13 +124,12 @@ class Batch:
         for key, ttl in ((minute, MINUTE_TTL_S), (day, DAY_TTL_S)):
             if key in touched and key not in _expiring:  # once per bucket and process, not on every sample
                 pipe.expire(key, ttl)
-        try:
-            pipe.execute()
+
+        def sent() -> None:
             _expiring.update(touched & {minute, day})
             if len(_expiring) > 64:
                 _expiring.intersection_update((minute, day))
-        except REDIS_NOT_NOW as e:  # a sample is not worth a task
-            log.debug("metrics sample lost: %s", e)
+        return sent
 
     def __enter__(self) -> Batch:
         return self

@@ -123,3 +123,53 @@ def test_bad_documents_fail_alone_with_a_reason(worker, collection_name, tmp_pat
     for query, doc_id in [("quokka marsupial", "good.md"), ("pangolin keratin", "also-good.py"),
                           ("axolotl limbs", "j-good")]:
         assert search.search(config, query, k=1)[0].doc_id == doc_id
+
+
+def test_a_stage_opens_a_document_in_one_round_trip_reading_what_the_single_reads_read(collection_name):
+    """``working_set.open_document``: the state, config, chunks, contexts and body a stage starts
+    from, in one pipeline (on a network each round trip is ~10 ms a stage), decoded as each
+    store's own read decodes them; and a document not there reads as not there."""
+    from workers import lifecycle
+    from workers.chunks.splitting import Chunk
+    from workers.connections import redis_bytes_client
+    from workers.storage import bodies, checkpoints, working_set
+
+    lifecycle.ensure(collection_name, contextualizer="none")
+    doc_id, version = "d-é", "v1"
+    states.submit(collection_name, doc_id, version, "meta", 60.0)
+    chunks = [Chunk(0, "first chunk", 0, 11, pages=(1, 1), section="A › B"), Chunk(1, "second — ü", 12, 22)]
+    checkpoints.save_chunks(collection_name, doc_id, version, chunks, "en", {"title": "T"})
+    checkpoints.save_context(collection_name, doc_id, version, 1, {"text": "ctx", "usage": {"input_tokens": 3}})
+    bodies.body_store().put(collection_name, doc_id, version, {"text": "first chunk second — ü", "metadata": {}})
+
+    client = redis_bytes_client()
+    sent = []
+    real = client.connection_pool.get_connection
+
+    def counting(*args, **kwargs):
+        connection = real(*args, **kwargs)
+        original = connection.send_packed_command
+        if not getattr(connection, "_counted", False):
+            def send(command, *a, **k):
+                sent.append(1)
+                return original(command, *a, **k)
+            connection.send_packed_command, connection._counted = send, True
+        return connection
+
+    client.connection_pool.get_connection = counting
+    try:
+        opened = working_set.open_document(collection_name, doc_id, version, contexts=True, body=True)
+    finally:
+        client.connection_pool.get_connection = real
+    assert len(sent) == 1, f"{len(sent)} round trips"
+    assert opened.state == states.get(collection_name, doc_id)
+    assert opened.config == catalog.load(collection_name)
+    assert opened.chunks == checkpoints.load_chunks(collection_name, doc_id, version)
+    assert opened.chunks is not None and opened.chunks[0] == chunks
+    assert opened.contexts == checkpoints.load_contexts(collection_name, doc_id, version) == {
+        1: {"text": "ctx", "usage": {"input_tokens": 3}}}
+    assert opened.body_read and opened.body == bodies.body_store().get(collection_name, doc_id, version)
+
+    missing = working_set.open_document(collection_name, "nobody", version, contexts=True, body=True)
+    assert (missing.state, missing.chunks, missing.contexts, missing.body) == (None, None, {}, None)
+    assert working_set.open_document("t-no-such-collection", doc_id, version).config is None

@@ -1,12 +1,10 @@
 """The pipeline's stages as plain functions: what each does to one document, given where it
-reads and writes (``Stores``).
+reads and writes (``stores.Stores``).
 
 The Celery tasks (``tasks``) are shells that call these with the deployment's stores (Redis,
 S3, OpenSearch: ``tasks.STORES``); the unit tests call them with in-memory ones
 (``tests/memory.py``) and check what a stage does — a redelivery, a changed version, a failed
-context, a finished document — without a service. Each store is a small interface; the
-modules of ``storage/`` (and ``pipeline.fair``, ``metrics``) are their implementations, as they
-are: a module's functions satisfy a Protocol as an object's methods do.
+context, a finished document — without a service.
 
 Every stage is safe to run again (``guard``, ``delivery``): it runs only while its document,
 at this version, has not reached the stage's state; it skips work already checkpointed; it
@@ -23,144 +21,30 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
+from workers import metrics as metrics_module
 from workers.chunks import recipe
 from workers.chunks.splitting import Chunk, is_code
 from workers.contextualizers import registry
 from workers.contextualizers.base import SourceDocument, contextualized_text
 from workers.embedding import registry as embedders
-from workers.errors import BadDocument, ExtractionError
+from workers.errors import BadDocument, ExtractionError, NoSuchCollection
 from workers.extraction import detect, sandbox
 from workers.extraction.limits import Limits
+from workers.pipeline import stores
 from workers.pipeline.routing import CHUNK_QUEUE, INDEX_QUEUE, contextualize_priority, document_queue
 from workers.pipeline.sending import CONTEXTUALIZE_TASK, INDEX_TASK, SLICE_TASK
+from workers.pipeline.stores import Stores
 from workers.settings import get_settings
 from workers.storage import states as state_names
-from workers.storage.bodies import BodyStore
 from workers.storage.catalog import CollectionConfig
+from workers.storage.working_set import Opening
 
 if TYPE_CHECKING:
     from workers.contextualizers.base import Contextualizer
 
 log = logging.getLogger("situate.tasks")
-
-
-class States(Protocol):
-    """Each document's state: only moves forward (``storage.states``)."""
-
-    def get(self, collection: str, doc_id: str) -> dict[str, Any] | None: ...
-
-    def set_state(self, collection: str, doc_id: str, version: str, state: str, **fields: Any) -> bool: ...
-
-    def annotate(self, collection: str, doc_id: str, **fields: str) -> None: ...
-
-
-class Catalog(Protocol):
-    """Collections' frozen settings (``storage.catalog``)."""
-
-    def load(self, name: str) -> CollectionConfig: ...
-
-    def is_current(self, config: CollectionConfig) -> bool: ...
-
-    def record_mix(self, name: str, code_chunks: int, prose_chunks: int, paged_chunks: int = 0) -> None: ...
-
-
-class Checkpoints(Protocol):
-    """Work already done for a document version: its chunks, its paid contexts (``storage.checkpoints``)."""
-
-    def load_chunks(self, collection: str, doc_id: str, version: str) -> tuple[list[Chunk], str, dict[str, Any]] | None: ...
-
-    def save_chunks(self, collection: str, doc_id: str, version: str, chunks: list[Chunk], language: str,
-                    metadata: dict[str, Any]) -> None: ...
-
-    def load_contexts(self, collection: str, doc_id: str, version: str) -> dict[int, dict[str, Any]]: ...
-
-    def save_context(self, collection: str, doc_id: str, version: str, n: int, context: dict[str, Any]) -> None: ...
-
-    def flush(self, collection: str, doc_id: str, version: str) -> None: ...
-
-    def mark_warm(self, collection: str, doc_id: str, version: str) -> None: ...
-
-    def still_warm(self, collection: str, doc_id: str, version: str) -> bool: ...
-
-    def release(self, collection: str, doc_id: str, version: str) -> None: ...
-
-
-class ChunkIndex(Protocol):
-    """Where indexed chunks live (``storage.chunk_index``: OpenSearch)."""
-
-    def ensure_index(self, config: CollectionConfig) -> None: ...
-
-    def write_version(self, config: CollectionConfig, doc_id: str, version: str, seq: int, rows: list[dict[str, Any]],
-                      metadata: dict[str, Any], rollback: bool = ...) -> None: ...
-
-    def delete_version(self, config: CollectionConfig, doc_id: str, version: str, numbers: list[int]) -> int: ...
-
-    def delete_stray_index(self, config: CollectionConfig) -> None: ...
-
-    def delete_older(self, config: CollectionConfig, doc_id: str, seq: int, refresh_first: bool = ...) -> int: ...
-
-
-class Gate(Protocol):
-    """The next stage's message, through the fair gate (``pipeline.fair``)."""
-
-    def send(self, task: str, args: tuple[Any, ...] | list[Any], queue: str, priority: int = ..., front: bool = ...,
-             admit_now: bool = ...) -> None: ...
-
-    def charge(self, queue: str, collection: str, turns: float) -> None: ...
-
-
-class Capacity(Protocol):
-    """Room in Redis before a stage writes what it made (``storage.capacity``)."""
-
-    def wait_for_room(self, nbytes: int, what: str) -> None: ...
-
-
-class Counter(Protocol):
-    def count(self, name: str, value: float = ..., **labels: str) -> None: ...
-
-
-class Metrics(Protocol):
-    """Fleet counters (``metrics``)."""
-
-    def count(self, name: str, value: float = ..., **labels: str) -> None: ...
-
-    def batch(self) -> AbstractContextManager[Counter]: ...
-
-
-@dataclass(frozen=True)
-class Stores:
-    """Where the stages read and write; ``bodies`` is asked for when needed (S3 or Redis, as
-    configured)."""
-
-    states: States
-    catalog: Catalog
-    checkpoints: Checkpoints
-    bodies: Callable[[], BodyStore]
-    index: ChunkIndex
-    gate: Gate
-    capacity: Capacity
-    metrics: Metrics
-
-
-def pending(s: Stores, collection: str, doc_id: str, version: str, until: str) -> dict[str, Any] | None:
-    """The document's state if ``version`` is current and has not reached ``until`` yet, else
-    None: superseded, deleted, failed, or this stage (or a later one) already done."""
-    doc = s.states.get(collection, doc_id)
-    if doc is None or doc.get("version") != version or doc["state"] == state_names.FAILED:
-        return None
-    return doc if state_names.RANK.get(doc["state"], 99) < state_names.RANK[until] else None
-
-
-def load(s: Stores, collection: str, doc_id: str, version: str) -> tuple[CollectionConfig, list[Chunk], str, dict[str, Any]]:
-    """The collection's config and the document's checkpointed chunks, language, metadata."""
-    loaded = s.checkpoints.load_chunks(collection, doc_id, version)
-    if loaded is None:
-        raise BadDocument("chunks are gone from the checkpoint store; submit the document again")
-    return (s.catalog.load(collection), *loaded)
 
 
 # ---- chunk ------------------------------------------------------------------------------
@@ -169,16 +53,18 @@ def chunk(s: Stores, collection: str, doc_id: str, version: str) -> None:
     """Body (a file extracted first) -> chunks, checkpointed; then the document's contextualize
     message, on its shard. An offline contextualizer's contexts (free, instant) are written here
     and the document goes straight to the index: a message, a task and their bookkeeping fewer."""
-    if not pending(s, collection, doc_id, version, state_names.CHUNKED):
+    opened = stores.open_document(s, collection, doc_id, version, body=True)
+    if not stores.current(opened.state, version, state_names.CHUNKED):
         return
-    config = s.catalog.load(collection)
+    if opened.config is None:
+        raise NoSuchCollection(f"collection {collection!r} does not exist")
+    config = opened.config
     facts: dict[str, object] = {}
     payload: dict[str, Any] | None = None
-    loaded = s.checkpoints.load_chunks(collection, doc_id, version)
-    if loaded is not None:  # delivered again after chunking: the chunks are checkpointed
-        chunks, language, metadata = loaded
+    if opened.chunks is not None:  # delivered again after chunking: the chunks are checkpointed
+        chunks, language, metadata = opened.chunks
     else:
-        payload = s.bodies().get(collection, doc_id, version)
+        payload = stores.body_of(s, opened, collection, doc_id, version)
         if payload is None:
             raise BadDocument("document body is gone from the body store (expired before a worker took it)")
         if payload.get("text") is None and payload.get("original"):
@@ -195,8 +81,10 @@ def chunk(s: Stores, collection: str, doc_id: str, version: str) -> None:
         s.catalog.record_mix(collection, len(chunks) if is_code(language) else 0, 0 if is_code(language) else len(chunks),
                              sum(1 for c in chunks if c.pages))
     if config.contextualizer in registry.INLINE:
-        doc = (_source_of(collection, doc_id, version, chunks, language, metadata, payload) if payload is not None
-               else source(s, collection, doc_id, version, chunks, language, metadata))
+        payload = payload if payload is not None else stores.body_of(s, opened, collection, doc_id, version)
+        if payload is None:
+            raise BadDocument("document body is gone from the body store; submit the document again")
+        doc = _source_of(collection, doc_id, version, chunks, language, metadata, payload)
         contexts_for(s, registry.for_collection(config), doc, chunks)
         s.gate.send(INDEX_TASK, (collection, doc_id, version), queue=INDEX_QUEUE)
         s.states.set_state(collection, doc_id, version, state_names.SITUATED, chunks_total=len(chunks), **facts)
@@ -260,15 +148,16 @@ def contextualize(s: Stores, collection: str, doc_id: str, version: str, submit_
                   reuse: Reuser | None = None) -> None:
     """Chunks -> contexts, each checkpointed as it arrives; a big document warmed, then sliced
     for any worker; then the index message."""
-    if not pending(s, collection, doc_id, version, state_names.SITUATED):
+    opened = stores.open_document(s, collection, doc_id, version, contexts=True, body=True)
+    if not stores.current(opened.state, version, state_names.SITUATED):
         return
-    config, chunks, language, metadata = load(s, collection, doc_id, version)
-    done = s.checkpoints.load_contexts(collection, doc_id, version)
+    config, chunks, language, metadata = stores.loaded(collection, opened)
+    done = opened.contexts
     if config.rebuilds and reuse and reuse(config, doc_id, version, chunks, set(done)):  # paid for already?
         done = s.checkpoints.load_contexts(collection, doc_id, version)
     missing = [c for c in chunks if c.n not in done]
     if missing:
-        doc = source(s, collection, doc_id, version, chunks, language, metadata)
+        doc = _opened_source(s, opened, collection, doc_id, version)
         contextualizer = registry.for_collection(config)
         if doc.batch and config.contextualizer == "anthropic" and submit_batch is not None:
             submit_batch(contextualizer, doc, missing)
@@ -277,20 +166,23 @@ def contextualize(s: Stores, collection: str, doc_id: str, version: str, submit_
         if config.contextualizer in registry.SLICED and len(missing) > slice_size:
             _warm_then_slice(s, contextualizer, doc, chunks, done, slice_size)
             return
-        contexts_for(s, contextualizer, doc, missing)
+        if len(done) + len(contexts_for(s, contextualizer, doc, missing)) == len(chunks):
+            _send_to_index(s, collection, doc_id, version)  # every context is in: no need to read them again
+            return
     hand_to_index(s, collection, doc_id, version, len(chunks))
 
 
 def contextualize_slice(s: Stores, collection: str, doc_id: str, version: str, numbers: list[int]) -> None:
     """Part of a big document, after its warm-up call: reads the cached document block."""
-    if not pending(s, collection, doc_id, version, state_names.SITUATED):
+    opened = stores.open_document(s, collection, doc_id, version, contexts=True, body=True)
+    if not stores.current(opened.state, version, state_names.SITUATED):
         return
-    config, chunks, language, metadata = load(s, collection, doc_id, version)
-    done = s.checkpoints.load_contexts(collection, doc_id, version)
+    config, chunks, language, metadata = stores.loaded(collection, opened)
+    done = opened.contexts
     wanted = set(numbers)
     todo = [c for c in chunks if c.n in wanted and c.n not in done]
     if todo:
-        doc = source(s, collection, doc_id, version, chunks, language, metadata)
+        doc = _opened_source(s, opened, collection, doc_id, version)
         # Read the warm-up's cache entry only if it can still be alive; a slice that waited
         # in the queue longer than that warms it again itself (one call, then the rest), instead
         # of sending all its calls at once to a cold cache and paying a write for each.
@@ -300,14 +192,18 @@ def contextualize_slice(s: Stores, collection: str, doc_id: str, version: str, n
     hand_to_index(s, collection, doc_id, version, len(chunks))
 
 
-def contexts_for(s: Stores, contextualizer: Contextualizer, doc: SourceDocument, chunks: list[Chunk]) -> None:
+def contexts_for(s: Stores, contextualizer: Contextualizer, doc: SourceDocument, chunks: list[Chunk]) -> set[int]:
     """Each context checkpointed as it arrives — kept in memory when Redis is away, so that the
-    answers still in flight are not lost, nor paid again on the next attempt."""
+    answers still in flight are not lost, nor paid again on the next attempt. The chunks whose
+    contexts were written."""
+    written: set[int] = set()
     try:
         for c, context in contextualizer.contextualize(doc, chunks):
             s.checkpoints.save_context(doc.collection, doc.doc_id, doc.version, c.n, context.to_json())
+            written.add(c.n)
     finally:
         s.checkpoints.flush(doc.collection, doc.doc_id, doc.version)
+    return written
 
 
 def _warm_then_slice(s: Stores, contextualizer: Contextualizer, doc: SourceDocument, chunks: list[Chunk],
@@ -347,6 +243,10 @@ def hand_to_index(s: Stores, collection: str, doc_id: str, version: str, total: 
     finishes last sends it; two finishing at once both do, and the second index is a no-op."""
     if len(s.checkpoints.load_contexts(collection, doc_id, version)) < total:
         return
+    _send_to_index(s, collection, doc_id, version)
+
+
+def _send_to_index(s: Stores, collection: str, doc_id: str, version: str) -> None:
     s.gate.send(INDEX_TASK, (collection, doc_id, version), queue=INDEX_QUEUE)
     s.states.set_state(collection, doc_id, version, state_names.SITUATED)
 
@@ -354,6 +254,14 @@ def hand_to_index(s: Stores, collection: str, doc_id: str, version: str, total: 
 def source(s: Stores, collection: str, doc_id: str, version: str, chunks: list[Chunk], language: str,
            metadata: dict[str, Any]) -> SourceDocument:
     payload = s.bodies().get(collection, doc_id, version)
+    if payload is None:
+        raise BadDocument("document body is gone from the body store; submit the document again")
+    return _source_of(collection, doc_id, version, chunks, language, metadata, payload)
+
+
+def _opened_source(s: Stores, o: Opening, collection: str, doc_id: str, version: str) -> SourceDocument:
+    _, chunks, language, metadata = stores.loaded(collection, o)
+    payload = stores.body_of(s, o, collection, doc_id, version)
     if payload is None:
         raise BadDocument("document body is gone from the body store; submit the document again")
     return _source_of(collection, doc_id, version, chunks, language, metadata, payload)
@@ -380,11 +288,12 @@ def index(s: Stores, collection: str, doc_id: str, version: str) -> CollectionCo
     """Contexts -> vectors -> the index, this version whole; older versions removed after; the
     document's working data released. The collection's config when this version was indexed
     (a reindex's generation then advances: ``tasks``), else None."""
-    doc = pending(s, collection, doc_id, version, state_names.INDEXED)
+    opened = stores.open_document(s, collection, doc_id, version, contexts=True, body=get_settings().keep_text)
+    doc = stores.current(opened.state, version, state_names.INDEXED)
     if not doc:
         return None
-    config, chunks, _, metadata = load(s, collection, doc_id, version)
-    contexts = s.checkpoints.load_contexts(collection, doc_id, version)
+    config, chunks, _, metadata = stores.loaded(collection, opened)
+    contexts = opened.contexts
     lacking = [c.n for c in chunks if c.n not in contexts]
     if lacking:
         raise RuntimeError(f"refusing to index half-situated: no context for chunks {lacking[:20]}")
@@ -416,21 +325,32 @@ def index(s: Stores, collection: str, doc_id: str, version: str) -> CollectionCo
     # The previous version was indexed moments ago: make sure the search below sees it.
     recent = time.time() - float(doc.get("indexed_at") or 0) < 5
     removed = s.index.delete_older(config, doc_id, doc["seq"], refresh_first=recent)
-    _keep_body(s, config, doc_id, version)
-    s.bodies().delete(collection, doc_id, version)
-    s.checkpoints.release(collection, doc_id, version)
-    with s.metrics.batch() as m:  # throughput over time, for /metrics and the dashboard
-        m.count("documents_indexed", 1, collection=collection)
-        m.count("chunks_indexed", len(rows), collection=collection)
+    kept = _kept_body(s, opened, config, doc_id, version)
+    if s.working is not None:
+        counts = metrics_module.Batch()
+        _count_indexed(counts, collection, len(rows))
+        s.working.close_indexed(collection, doc_id, version, kept, counts)
+    else:
+        if kept is not None:
+            s.bodies().keep(collection, doc_id, kept)
+        s.bodies().delete(collection, doc_id, version)
+        s.checkpoints.release(collection, doc_id, version)
+        with s.metrics.batch() as m:
+            _count_indexed(m, collection, len(rows))
     log.info("indexed %s/%s v%s: %d chunks, %d older removed", collection, doc_id, version, len(rows), removed)
     return config
 
 
-def _keep_body(s: Stores, config: CollectionConfig, doc_id: str, version: str) -> None:
-    """The indexed version's body, compressed, for a rebuild of the collection without its
-    source (``situate reindex``). A generation being built reads from there already."""
+def _count_indexed(m: stores.Counter, collection: str, chunks: int) -> None:
+    """Throughput over time, for /metrics and the dashboard."""
+    m.count("documents_indexed", 1, collection=collection)
+    m.count("chunks_indexed", chunks, collection=collection)
+
+
+def _kept_body(s: Stores, o: Opening, config: CollectionConfig, doc_id: str, version: str) -> dict[str, Any] | None:
+    """The indexed version's body, to keep compressed for a rebuild of the collection without its
+    source (``situate reindex``), or None. A generation being built reads from there already."""
     if config.rebuilds or not get_settings().keep_text:
-        return
-    payload = s.bodies().get(config.name, doc_id, version)
-    if payload is not None:
-        s.bodies().keep(config.name, doc_id, {**payload, "version": version, "run": None, "batch": False})
+        return None
+    payload = stores.body_of(s, o, config.name, doc_id, version)
+    return None if payload is None else {**payload, "version": version, "run": None, "batch": False}

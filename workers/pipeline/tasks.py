@@ -24,7 +24,7 @@ from workers.chunks.splitting import Chunk
 from workers.contextualizers import registry, reuse
 from workers.contextualizers.base import SourceDocument
 from workers.contextualizers.llm import batches as batches_module
-from workers.pipeline import delivery, fair, rebuild, reconcile, stages  # noqa: F401 - reconcile: a heartbeat duty of every worker
+from workers.pipeline import delivery, fair, rebuild, reconcile, stages, stores  # noqa: F401 - reconcile: a heartbeat duty of every worker
 from workers.pipeline.app import app
 from workers.pipeline.guard import PipelineTask
 from workers.pipeline.routing import contextualize_queue, document_queue
@@ -37,15 +37,15 @@ from workers.pipeline.sending import (
     TEND_BATCHES_TASK,
 )
 from workers.settings import get_settings
-from workers.storage import batch_pool, capacity, catalog, checkpoints, chunk_index, deliveries, states
+from workers.storage import batch_pool, capacity, catalog, checkpoints, chunk_index, deliveries, states, working_set
 from workers.storage.bodies import body_store
 
 if TYPE_CHECKING:
     from workers.contextualizers.base import Contextualizer
     from workers.contextualizers.llm.scheduler import LLMContextualizer
 
-STORES = stages.Stores(states=states, catalog=catalog, checkpoints=checkpoints, bodies=body_store, index=chunk_index,
-                       gate=fair, capacity=capacity, metrics=metrics)
+STORES = stores.Stores(states=states, catalog=catalog, checkpoints=checkpoints, bodies=body_store, index=chunk_index,
+                       gate=fair, capacity=capacity, metrics=metrics, working=working_set)
 
 
 @app.task(name=CHUNK_TASK, base=PipelineTask)
@@ -89,7 +89,7 @@ def poll_batch(collection: str, doc_id: str, version: str, batch_id: str) -> Non
     then the document's next step goes to the pool as any other's (``tend_batches``)."""
     from workers.contextualizers.llm import batches
 
-    if not stages.pending(STORES, collection, doc_id, version, states.SITUATED):
+    if not stores.pending(STORES, collection, doc_id, version, states.SITUATED):
         return
     contextualizer, doc = _batch_document(collection, doc_id, version)
     if not batches.collect_legacy(contextualizer, doc, batch_id):
@@ -106,7 +106,7 @@ def poll_batch(collection: str, doc_id: str, version: str, batch_id: str) -> Non
 
 
 def _batch_document(collection: str, doc_id: str, version: str) -> tuple[LLMContextualizer, SourceDocument]:
-    config, chunks, language, metadata = stages.load(STORES, collection, doc_id, version)
+    config, chunks, language, metadata = stores.load(STORES, collection, doc_id, version)
     doc = stages.source(STORES, collection, doc_id, version, chunks, language, metadata)
     return cast("LLMContextualizer", registry.for_collection(config)), doc
 
@@ -116,7 +116,7 @@ def _batch_source() -> batches_module.Source:
         states.set_state(collection, doc_id, version, states.FAILED, error=reason[:2000])
 
     return batches_module.Source(
-        pending=lambda c, d, v: stages.pending(STORES, c, d, v, states.SITUATED) is not None,
+        pending=lambda c, d, v: stores.pending(STORES, c, d, v, states.SITUATED) is not None,
         load=_batch_document,
         complete=lambda c, d, v, total: stages.hand_to_index(STORES, c, d, v, total),
         fail=fail)

@@ -11,7 +11,7 @@ import threading
 import time
 from typing import cast
 
-from workers import keys
+from workers import keys, metrics
 from workers.connections import REDIS_NOT_NOW, redis_client
 
 log = logging.getLogger("situate.usage")
@@ -30,7 +30,9 @@ _pending: list[tuple[str, str | None, dict[str, float]]] = []
 _pending_lock = threading.Lock()
 
 
-def add(collection: str, run: str | None, fields: dict[str, float]) -> None:
+def add(collection: str, run: str | None, fields: dict[str, float], counts: metrics.Batch | None = None) -> None:
+    """``counts``: the same call's metrics, sent in the same round trip (lost, not kept, if Redis
+    does not answer: a sample is not worth holding a bill back)."""
     with _pending_lock:
         batch = _pending[:] + [(collection, run, fields)]
         _pending.clear()
@@ -46,8 +48,11 @@ def add(collection: str, run: str | None, fields: dict[str, float]) -> None:
                     pipe.hincrby(key, name, int(value))
         if r:
             pipe.zadd(keys.runs(c), {r: time.time()}, nx=True)
+    sent = counts.queue_on(pipe) if counts is not None else None
     try:
         pipe.execute()
+        if sent is not None:
+            sent()
     except REDIS_NOT_NOW:
         with _pending_lock:
             _pending[:0] = batch

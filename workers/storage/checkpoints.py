@@ -46,8 +46,10 @@ def save_chunks(collection: str, doc_id: str, version: str, chunks: list[Chunk],
 
 def load_chunks(collection: str, doc_id: str, version: str) -> tuple[list[Chunk], str, dict[str, Any]] | None:
     raw = redis_client().get(_chunks_key(collection, doc_id, version))
-    if raw is None:
-        return None
+    return None if raw is None else decode_chunks(raw)
+
+
+def decode_chunks(raw: str | bytes) -> tuple[list[Chunk], str, dict[str, Any]]:
     payload = json.loads(raw)
     return [Chunk.from_json(c) for c in payload["chunks"]], payload["language"], payload["metadata"]
 
@@ -132,16 +134,26 @@ def flush(collection: str, doc_id: str, version: str) -> None:
 
 def load_contexts(collection: str, doc_id: str, version: str) -> dict[int, dict[str, Any]]:
     flush(collection, doc_id, version)
-    raw = redis_client().hgetall(_contexts_key(collection, doc_id, version))
+    return decode_contexts(cast("dict[str, str]", redis_client().hgetall(_contexts_key(collection, doc_id, version))))
+
+
+def decode_contexts(raw: dict[str, str] | dict[bytes, bytes]) -> dict[int, dict[str, Any]]:
     return {int(n): json.loads(v) for n, v in raw.items()}
 
 
 def release(collection: str, doc_id: str, version: str) -> None:
     """After indexing: chunks and contexts are in OpenSearch now, and the bill in the usage
     totals (``contextualizers.llm.usage``); Redis keeps only what in-flight work needs."""
+    pipe = redis_client().pipeline(transaction=False)
+    release_on(pipe, collection, doc_id, version)
+    pipe.execute()
+
+
+def release_on(pipe: Any, collection: str, doc_id: str, version: str) -> None:
+    """``release`` as a command on a pipeline the caller runs (``working_set.close_indexed``)."""
     key = _contexts_key(collection, doc_id, version)
     _expiring.discard(key)
-    redis_client().delete(_chunks_key(collection, doc_id, version), key)
+    pipe.delete(_chunks_key(collection, doc_id, version), key)
 
 
 def forget_collection(collection: str) -> None:

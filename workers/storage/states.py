@@ -121,7 +121,11 @@ def document_lock(collection: str, doc_id: str) -> Lock:
 
 
 def get(collection: str, doc_id: str) -> dict[str, Any] | None:
-    raw = cast("dict[str, str]", redis_client().hgetall(_doc_key(collection, doc_id)))
+    return decode(doc_id, cast("dict[str, str]", redis_client().hgetall(_doc_key(collection, doc_id))))
+
+
+def decode(doc_id: str, raw: dict[str, str]) -> dict[str, Any] | None:
+    """A document's state as ``get`` returns it, from its hash as Redis returns it."""
     if not raw:
         return None
     out: dict[str, Any] = {"doc_id": doc_id, **raw}

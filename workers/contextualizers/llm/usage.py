@@ -51,34 +51,35 @@ def record_call(collection: str, run: str | None, doc_id: str, chunk: int, model
     if replica:
         line["replica"] = replica
     log.info(json.dumps(line))
+    m = metrics.Batch()  # the same figures, by model and over time, for /metrics and /dashboard
+    m.count("llm_calls", 1, collection=collection, model=model)
+    for kind in ("input", "cache_write", "cache_read", "output"):
+        m.count("llm_tokens", line[f"{kind}_tokens"] or 0, collection=collection, model=model, kind=kind)
+    if not reported:
+        m.count("llm_cache_unreported_calls", 1, collection=collection, model=model)
+    if replica:  # servers of your own: what each replica read of what it was sent, and its time
+        m.count("llm_replica_calls", 1, replica=replica)
+        m.count("llm_replica_tokens", line["input_tokens"], replica=replica, kind="input")
+        if reported:
+            m.count("llm_replica_tokens", line["cache_read_tokens"] or 0, replica=replica, kind="cache_read")
+        m.count("llm_replica_seconds", latency_s, replica=replica)
+    m.count("llm_cost_usd", float(cost), collection=collection, model=model)
+    if text_chars and line["cache_write_tokens"]:
+        m.count("llm_block_chars", text_chars[0], collection=collection, model=model)
+        m.count("llm_block_tokens", line["cache_write_tokens"], collection=collection, model=model)
+    if text_chars and (line["cache_write_tokens"] or line["cache_read_tokens"]):
+        m.count("llm_rest_chars", text_chars[1], collection=collection, model=model)
+        m.count("llm_rest_tokens", line["input_tokens"], collection=collection, model=model)
+    if not batch:  # a batch answer's latency is the batch's, not a call's
+        m.observe("llm_call_seconds", latency_s, model=model)
+    if first_token_s is not None:
+        m.observe("llm_first_token_seconds", first_token_s, model=model)
     bill.add(collection, run, {"calls": 1, "input_tokens": line["input_tokens"],
-                           "cache_write_tokens": line["cache_write_tokens"],
-                           "cache_read_tokens": line["cache_read_tokens"] or 0, "output_tokens": line["output_tokens"],
-                           "cost_usd": float(cost), "batch_calls": int(batch), "cache_unreported_calls": int(not reported),
-                           "call_seconds": 0.0 if batch else latency_s})
-    with metrics.batch() as m:  # the same figures, by model and over time, for /metrics and /dashboard
-        m.count("llm_calls", 1, collection=collection, model=model)
-        for kind in ("input", "cache_write", "cache_read", "output"):
-            m.count("llm_tokens", line[f"{kind}_tokens"] or 0, collection=collection, model=model, kind=kind)
-        if not reported:
-            m.count("llm_cache_unreported_calls", 1, collection=collection, model=model)
-        if replica:  # servers of your own: what each replica read of what it was sent, and its time
-            m.count("llm_replica_calls", 1, replica=replica)
-            m.count("llm_replica_tokens", line["input_tokens"], replica=replica, kind="input")
-            if reported:
-                m.count("llm_replica_tokens", line["cache_read_tokens"] or 0, replica=replica, kind="cache_read")
-            m.count("llm_replica_seconds", latency_s, replica=replica)
-        m.count("llm_cost_usd", float(cost), collection=collection, model=model)
-        if text_chars and line["cache_write_tokens"]:
-            m.count("llm_block_chars", text_chars[0], collection=collection, model=model)
-            m.count("llm_block_tokens", line["cache_write_tokens"], collection=collection, model=model)
-        if text_chars and (line["cache_write_tokens"] or line["cache_read_tokens"]):
-            m.count("llm_rest_chars", text_chars[1], collection=collection, model=model)
-            m.count("llm_rest_tokens", line["input_tokens"], collection=collection, model=model)
-        if not batch:  # a batch answer's latency is the batch's, not a call's
-            m.observe("llm_call_seconds", latency_s, model=model)
-        if first_token_s is not None:
-            m.observe("llm_first_token_seconds", first_token_s, model=model)
+                               "cache_write_tokens": line["cache_write_tokens"],
+                               "cache_read_tokens": line["cache_read_tokens"] or 0, "output_tokens": line["output_tokens"],
+                               "cost_usd": float(cost), "batch_calls": int(batch),
+                               "cache_unreported_calls": int(not reported), "call_seconds": 0.0 if batch else latency_s},
+             counts=m)
 
 
 def record_fault(collection: str, run: str | None, kind: str, model: str = "") -> None:
@@ -102,11 +103,13 @@ def record_document(collection: str, run: str | None, doc_id: str, model: str, c
                "best_read_ratio": round(best / total_in, 4) if total_in else 0.0,
                "cost_usd": round(sum(c.get("cost_usd", 0.0) for c in calls), 8)}
     log.info(json.dumps(summary))
+    m = metrics.Batch()
+    m.count("llm_best_read_tokens", best, collection=collection, model=model)
     if already_cached:
-        bill.add(collection, run, {"best_read_tokens": best})
+        bill.add(collection, run, {"best_read_tokens": best}, counts=m)
     else:
-        bill.add(collection, run, {"documents": 1, "document_tokens": document_tokens, "best_read_tokens": best})
-    metrics.count("llm_best_read_tokens", best, collection=collection, model=model)
+        bill.add(collection, run, {"documents": 1, "document_tokens": document_tokens, "best_read_tokens": best},
+                 counts=m)
     return summary
 
 
