@@ -68,3 +68,34 @@ def test_a_prompt_over_a_servers_window_is_refused_with_the_settings_that_fit_it
     reason = str(faults.refusal(over))
     assert "11562 tokens" in reason and "SITUATE_OPENAI_CONTEXT_TOKENS" in reason
     assert "SITUATE_OPENAI" not in str(faults.refusal(Answered(400)))  # another refusal: no such advice
+
+
+def test_an_ack_on_a_torn_down_broker_connection_is_logged_not_raised_and_still_run_at_shutdown(caplog):
+    """An ack queued on the worker's event loop (acks late) that runs after a lost connection
+    was tidied up: Kombu asks the detached transport for a client and raises AttributeError in
+    the loop, which ended the worker (a broker fault test). Logged instead; and still a bound
+    ``ack_log_error`` of its message, which Celery's prefork pool runs at shutdown."""
+    import logging
+
+    from celery.concurrency.prefork import _is_ack_callback
+    from kombu.message import Message
+    from vine import ppartial
+
+    from workers.pipeline.consumer import tolerant_ack
+
+    class OnATornDownConnection(Message):
+        def ack(self, multiple: bool = False) -> None:
+            raise AttributeError("'NoneType' object has no attribute 'hostname'")
+
+    message = OnATornDownConnection(body=b"{}", delivery_tag="tag-1")
+    logger = logging.getLogger("test-ack")
+    with pytest.raises(AttributeError):
+        message.ack_log_error(logger, ())
+    tolerant = tolerant_ack(message.ack_log_error)
+    with caplog.at_level(logging.WARNING, logger="situate.consumer"):
+        assert tolerant(logger, ()) is None
+    assert "could not be acknowledged" in caplog.text
+    assert _is_ack_callback(ppartial(tolerant, logger, ()))
+    def other() -> None: ...
+
+    assert tolerant_ack(other) is other, "anything else is passed as it is"
