@@ -143,3 +143,31 @@ def redis_of_its_own(tmp_path_factory: Any, name: str) -> Iterator[RedisServer]:
     with use_services(redis_url=server.url()):
         yield server
     server.stop()
+
+
+@contextmanager
+def round_trips(client: Any) -> Iterator[list[int]]:
+    """What ``client`` sends while the block runs, one entry a round trip (a pipeline is one):
+    every connection it hands out meanwhile counts its writes, and is given back as it was."""
+    sent: list[int] = []
+    wrapped: dict[Any, Any] = {}
+    real = client.connection_pool.get_connection
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        connection = real(*args, **kwargs)
+        if connection not in wrapped:
+            original = wrapped[connection] = connection.send_packed_command
+
+            def send(command: Any, *a: Any, **k: Any) -> Any:
+                sent.append(1)
+                return original(command, *a, **k)
+            connection.send_packed_command = send
+        return connection
+
+    client.connection_pool.get_connection = counting
+    try:
+        yield sent
+    finally:
+        client.connection_pool.get_connection = real
+        for connection, original in wrapped.items():
+            connection.send_packed_command = original

@@ -8,7 +8,7 @@ import pytest
 
 from producers.evaluation.evaluate import load_queries
 from producers.retrieval import search
-from tests.support import COOKBOOK, cookbook_docs, run_cli
+from tests.support import COOKBOOK, cookbook_docs, round_trips, run_cli
 from workers.storage import catalog, chunk_index, states
 
 SUBSET = 15  # documents of the cookbook corpus: ~100 chunks, quick to embed on 2 cores
@@ -142,25 +142,8 @@ def test_a_stage_opens_a_document_in_one_round_trip_reading_what_the_single_read
     checkpoints.save_context(collection_name, doc_id, version, 1, {"text": "ctx", "usage": {"input_tokens": 3}})
     bodies.body_store().put(collection_name, doc_id, version, {"text": "first chunk second — ü", "metadata": {}})
 
-    client = redis_bytes_client()
-    sent = []
-    real = client.connection_pool.get_connection
-
-    def counting(*args, **kwargs):
-        connection = real(*args, **kwargs)
-        original = connection.send_packed_command
-        if not getattr(connection, "_counted", False):
-            def send(command, *a, **k):
-                sent.append(1)
-                return original(command, *a, **k)
-            connection.send_packed_command, connection._counted = send, True
-        return connection
-
-    client.connection_pool.get_connection = counting
-    try:
+    with round_trips(redis_bytes_client()) as sent:
         opened = working_set.open_document(collection_name, doc_id, version, contexts=True, body=True)
-    finally:
-        client.connection_pool.get_connection = real
     assert len(sent) == 1, f"{len(sent)} round trips"
     assert opened.state == states.get(collection_name, doc_id)
     assert opened.config == catalog.load(collection_name)

@@ -16,7 +16,7 @@ import opensearchpy
 import pytest
 
 from ops.harness import free_port
-from tests.support import ingest, run_cli, use_services, wait_for
+from tests.support import ingest, round_trips, run_cli, use_services, wait_for
 
 
 def in_a_thread(work) -> threading.Thread:
@@ -172,29 +172,13 @@ def test_a_delivery_begins_in_one_round_trip_and_counts_only_when_it_takes_the_l
 
     unit, task = f"situate:lease:test:{uuid.uuid4().hex}", uuid.uuid4().hex
     client = redis_client()
-    sent = []
-    real = client.connection_pool.get_connection
-
-    def counting(*args, **kwargs):
-        connection = real(*args, **kwargs)
-        original = connection.send_packed_command
-        if not getattr(connection, "_counted", False):
-            def send(command, *a, **k):
-                sent.append(1)
-                return original(command, *a, **k)
-            connection.send_packed_command, connection._counted = send, True
-        return connection
-
     queue = f"test-begin-{uuid.uuid4().hex[:6]}"
     admit = (8, 60.0)  # the room it leaves in its queue is filled in the same round trip
     scripts_ready, _ = deliveries.begin(task + "-warm", 0, unit + "-warm", "w", queue, admit)  # scripts loaded once
     assert scripts_ready == 1
-    client.connection_pool.get_connection = counting
-    try:
+    with round_trips(client) as sent:
         assert deliveries.begin(task, 0, unit, "first", queue, admit) == (1, [])
-        assert len(sent) == 1, f"{len(sent)} round trips"
-    finally:
-        client.connection_pool.get_connection = real
+    assert len(sent) == 1, f"{len(sent)} round trips"
     assert deliveries.begin(task, 0, unit, "second")[0] == 0, "held: not taken, not counted"
     deliveries.release_lease(unit, "first")
     assert deliveries.begin(task, 0, unit, "third")[0] == 2

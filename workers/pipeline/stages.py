@@ -23,13 +23,12 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from workers import metrics as metrics_module
 from workers.chunks import recipe
 from workers.chunks.splitting import Chunk, is_code
 from workers.contextualizers import registry
 from workers.contextualizers.base import SourceDocument, contextualized_text
 from workers.embedding import registry as embedders
-from workers.errors import BadDocument, ExtractionError, NoSuchCollection
+from workers.errors import BadDocument, ExtractionError
 from workers.extraction import detect, sandbox
 from workers.extraction.limits import Limits
 from workers.pipeline import stores
@@ -56,9 +55,7 @@ def chunk(s: Stores, collection: str, doc_id: str, version: str) -> None:
     opened = stores.open_document(s, collection, doc_id, version, body=True)
     if not stores.current(opened.state, version, state_names.CHUNKED):
         return
-    if opened.config is None:
-        raise NoSuchCollection(f"collection {collection!r} does not exist")
-    config = opened.config
+    config = stores.config_of(collection, opened)
     facts: dict[str, object] = {}
     payload: dict[str, Any] | None = None
     if opened.chunks is not None:  # delivered again after chunking: the chunks are checkpointed
@@ -81,9 +78,7 @@ def chunk(s: Stores, collection: str, doc_id: str, version: str) -> None:
         s.catalog.record_mix(collection, len(chunks) if is_code(language) else 0, 0 if is_code(language) else len(chunks),
                              sum(1 for c in chunks if c.pages))
     if config.contextualizer in registry.INLINE:
-        payload = payload if payload is not None else stores.body_of(s, opened, collection, doc_id, version)
-        if payload is None:
-            raise BadDocument("document body is gone from the body store; submit the document again")
+        payload = payload if payload is not None else _present(stores.body_of(s, opened, collection, doc_id, version))
         doc = _source_of(collection, doc_id, version, chunks, language, metadata, payload)
         contexts_for(s, registry.for_collection(config), doc, chunks)
         s.gate.send(INDEX_TASK, (collection, doc_id, version), queue=INDEX_QUEUE)
@@ -253,18 +248,20 @@ def _send_to_index(s: Stores, collection: str, doc_id: str, version: str) -> Non
 
 def source(s: Stores, collection: str, doc_id: str, version: str, chunks: list[Chunk], language: str,
            metadata: dict[str, Any]) -> SourceDocument:
-    payload = s.bodies().get(collection, doc_id, version)
-    if payload is None:
-        raise BadDocument("document body is gone from the body store; submit the document again")
-    return _source_of(collection, doc_id, version, chunks, language, metadata, payload)
+    return _source_of(collection, doc_id, version, chunks, language, metadata,
+                      _present(s.bodies().get(collection, doc_id, version)))
 
 
 def _opened_source(s: Stores, o: Opening, collection: str, doc_id: str, version: str) -> SourceDocument:
     _, chunks, language, metadata = stores.loaded(collection, o)
-    payload = stores.body_of(s, o, collection, doc_id, version)
+    return _source_of(collection, doc_id, version, chunks, language, metadata,
+                      _present(stores.body_of(s, o, collection, doc_id, version)))
+
+
+def _present(payload: dict[str, Any] | None) -> dict[str, Any]:
     if payload is None:
         raise BadDocument("document body is gone from the body store; submit the document again")
-    return _source_of(collection, doc_id, version, chunks, language, metadata, payload)
+    return payload
 
 
 def _source_of(collection: str, doc_id: str, version: str, chunks: list[Chunk], language: str,
@@ -325,18 +322,8 @@ def index(s: Stores, collection: str, doc_id: str, version: str) -> CollectionCo
     # The previous version was indexed moments ago: make sure the search below sees it.
     recent = time.time() - float(doc.get("indexed_at") or 0) < 5
     removed = s.index.delete_older(config, doc_id, doc["seq"], refresh_first=recent)
-    kept = _kept_body(s, opened, config, doc_id, version)
-    if s.working is not None:
-        counts = metrics_module.Batch()
-        _count_indexed(counts, collection, len(rows))
-        s.working.close_indexed(collection, doc_id, version, kept, counts)
-    else:
-        if kept is not None:
-            s.bodies().keep(collection, doc_id, kept)
-        s.bodies().delete(collection, doc_id, version)
-        s.checkpoints.release(collection, doc_id, version)
-        with s.metrics.batch() as m:
-            _count_indexed(m, collection, len(rows))
+    stores.close_indexed(s, collection, doc_id, version, _kept_body(s, opened, config, doc_id, version),
+                         lambda m: _count_indexed(m, collection, len(rows)))
     log.info("indexed %s/%s v%s: %d chunks, %d older removed", collection, doc_id, version, len(rows), removed)
     return config
 

@@ -164,13 +164,18 @@ def pending(s: Stores, collection: str, doc_id: str, version: str, until: str) -
     return current(s.states.get(collection, doc_id), version, until)
 
 
-def loaded(collection: str, o: Opening) -> tuple[CollectionConfig, list[Chunk], str, dict[str, Any]]:
-    """The collection's config and the document's checkpointed chunks, language, metadata."""
+def config_of(collection: str, o: Opening) -> CollectionConfig:
     if o.config is None:
         raise NoSuchCollection(f"collection {collection!r} does not exist")
+    return o.config
+
+
+def loaded(collection: str, o: Opening) -> tuple[CollectionConfig, list[Chunk], str, dict[str, Any]]:
+    """The collection's config and the document's checkpointed chunks, language, metadata."""
+    config = config_of(collection, o)
     if o.chunks is None:
         raise BadDocument("chunks are gone from the checkpoint store; submit the document again")
-    return (o.config, *o.chunks)
+    return (config, *o.chunks)
 
 
 def load(s: Stores, collection: str, doc_id: str, version: str) -> tuple[CollectionConfig, list[Chunk], str, dict[str, Any]]:
@@ -180,3 +185,20 @@ def load(s: Stores, collection: str, doc_id: str, version: str) -> tuple[Collect
 def body_of(s: Stores, o: Opening, collection: str, doc_id: str, version: str) -> dict[str, Any] | None:
     """The body as opened, or from the body store (S3) when it was not read with the rest."""
     return o.body if o.body_read else s.bodies().get(collection, doc_id, version)
+
+
+def close_indexed(s: Stores, collection: str, doc_id: str, version: str, kept: dict[str, Any] | None,
+                  count: Callable[[Counter], None]) -> None:
+    """After a version is indexed: its body kept for a rebuild (``kept``, or nothing), its working
+    data released, the stage's counters (``count``) sent; in one round trip with a working set."""
+    if s.working is not None:
+        counts = metrics_module.Batch()
+        count(counts)
+        s.working.close_indexed(collection, doc_id, version, kept, counts)
+        return
+    if kept is not None:
+        s.bodies().keep(collection, doc_id, kept)
+    s.bodies().delete(collection, doc_id, version)
+    s.checkpoints.release(collection, doc_id, version)
+    with s.metrics.batch() as m:
+        count(m)

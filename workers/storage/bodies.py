@@ -89,8 +89,16 @@ class RedisBodyStore:
         redis_bytes_client().set(self._key(collection, doc_id, version), encode(payload), ex=BODY_TTL_S)
 
     def get(self, collection: str, doc_id: str, version: str) -> dict[str, Any] | None:
-        raw = redis_bytes_client().get(self._key(collection, doc_id, version))
-        return None if raw is None else json.loads(raw)
+        return self.decode(cast("bytes | None", redis_bytes_client().get(self._key(collection, doc_id, version))))
+
+    def get_on(self, pipe: Any, collection: str, doc_id: str, version: str) -> None:
+        """``get`` as a command on a pipeline the caller runs (``working_set``); its reply through
+        ``decode``. ``keep_on`` and ``delete_on`` likewise (a client takes them as they are)."""
+        pipe.get(self._key(collection, doc_id, version))
+
+    @staticmethod
+    def decode(raw: bytes | None) -> dict[str, Any] | None:
+        return None if raw is None else cast("dict[str, Any]", json.loads(raw))
 
     def put_original(self, collection: str, doc_id: str, version: str, data: bytes | bytearray) -> None:
         # a memoryview: redis-py sends it as it is (it refuses a bytearray, and bytes() would copy it)
@@ -103,10 +111,16 @@ class RedisBodyStore:
         redis_bytes_client().delete(self._original_key(collection, doc_id, version))
 
     def delete(self, collection: str, doc_id: str, version: str) -> None:
-        redis_bytes_client().delete(self._key(collection, doc_id, version), self._original_key(collection, doc_id, version))
+        self.delete_on(redis_bytes_client(), collection, doc_id, version)
+
+    def delete_on(self, pipe: Any, collection: str, doc_id: str, version: str) -> None:
+        pipe.delete(self._key(collection, doc_id, version), self._original_key(collection, doc_id, version))
 
     def keep(self, collection: str, doc_id: str, payload: dict[str, Any]) -> None:
-        redis_bytes_client().set(keys.kept(f"{collection}/{doc_id}"), pack(payload))
+        self.keep_on(redis_bytes_client(), collection, doc_id, payload)
+
+    def keep_on(self, pipe: Any, collection: str, doc_id: str, payload: dict[str, Any]) -> None:
+        pipe.set(keys.kept(f"{collection}/{doc_id}"), pack(payload))
 
     def kept(self, collection: str, doc_id: str) -> dict[str, Any] | None:
         raw = cast("bytes | None", redis_bytes_client().get(keys.kept(f"{collection}/{doc_id}")))

@@ -144,13 +144,12 @@ def decode_contexts(raw: dict[str, str] | dict[bytes, bytes]) -> dict[int, dict[
 def release(collection: str, doc_id: str, version: str) -> None:
     """After indexing: chunks and contexts are in OpenSearch now, and the bill in the usage
     totals (``contextualizers.llm.usage``); Redis keeps only what in-flight work needs."""
-    pipe = redis_client().pipeline(transaction=False)
-    release_on(pipe, collection, doc_id, version)
-    pipe.execute()
+    release_on(redis_client(), collection, doc_id, version)
 
 
 def release_on(pipe: Any, collection: str, doc_id: str, version: str) -> None:
-    """``release`` as a command on a pipeline the caller runs (``working_set.close_indexed``)."""
+    """``release`` as a command on a pipeline the caller runs (``working_set.close_indexed``), or
+    at once on a client."""
     key = _contexts_key(collection, doc_id, version)
     _expiring.discard(key)
     pipe.delete(_chunks_key(collection, doc_id, version), key)

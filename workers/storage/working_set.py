@@ -16,7 +16,6 @@ The in-memory stores of the unit tests have no pipeline: ``stages`` composes the
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -44,15 +43,16 @@ def open_document(collection: str, doc_id: str, version: str, contexts: bool = F
     """The state, config and chunks of a document version; its contexts and body if asked."""
     if contexts:
         checkpoints.flush(collection, doc_id, version)  # contexts kept in memory while Redis was away
-    body_read = body and isinstance(bodies.body_store(), bodies.RedisBodyStore)
+    store = bodies.body_store()
+    in_redis = store if body and isinstance(store, bodies.RedisBodyStore) else None
     pipe = redis_bytes_client().pipeline(transaction=False)
     pipe.hgetall(keys.doc(collection, doc_id))
     pipe.get(keys.collection(collection))
     pipe.get(keys.chunks(collection, version, doc_id))
     if contexts:
         pipe.hgetall(keys.contexts(collection, version, doc_id))
-    if body_read:
-        pipe.get(keys.body(f"{collection}/{version}/{doc_id}"))
+    if in_redis is not None:
+        in_redis.get_on(pipe, collection, doc_id, version)
     replies = pipe.execute()
     raw_state, raw_config, raw_chunks = replies[:3]
     more = iter(replies[3:])
@@ -61,12 +61,8 @@ def open_document(collection: str, doc_id: str, version: str, contexts: bool = F
         config=None if raw_config is None else CollectionConfig.model_validate_json(raw_config),
         chunks=None if raw_chunks is None else checkpoints.decode_chunks(raw_chunks),
         contexts=checkpoints.decode_contexts(cast("dict[bytes, bytes]", next(more))) if contexts else {},
-        body=_body(next(more)) if body_read else None,
-        body_read=body_read)
-
-
-def _body(raw: bytes | None) -> dict[str, Any] | None:
-    return None if raw is None else cast("dict[str, Any]", json.loads(raw))
+        body=in_redis.decode(next(more)) if in_redis is not None else None,
+        body_read=in_redis is not None)
 
 
 def close_indexed(collection: str, doc_id: str, version: str, kept: dict[str, Any] | None,
@@ -78,8 +74,8 @@ def close_indexed(collection: str, doc_id: str, version: str, kept: dict[str, An
     pipe = redis_bytes_client().pipeline(transaction=False)
     if isinstance(store, bodies.RedisBodyStore):
         if kept is not None:
-            pipe.set(keys.kept(f"{collection}/{doc_id}"), bodies.pack(kept))
-        pipe.delete(keys.body(f"{collection}/{version}/{doc_id}"), keys.original(f"{collection}/{version}/{doc_id}"))
+            store.keep_on(pipe, collection, doc_id, kept)
+        store.delete_on(pipe, collection, doc_id, version)
     checkpoints.release_on(pipe, collection, doc_id, version)
     sent = counts.queue_on(pipe)
     pipe.execute()

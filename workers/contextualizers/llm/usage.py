@@ -86,8 +86,9 @@ def record_fault(collection: str, run: str | None, kind: str, model: str = "") -
     """kind: a ``faults`` kind (connection, timeout, http_408, http_429, http_529, http_5xx), or
     errors. The bill keeps three columns — 429, 529, and the rest with the 5xx — and ``/metrics``
     every kind."""
-    bill.add(collection, run, {kind if kind in ("http_429", "http_529", "errors") else "http_5xx": 1})
-    metrics.count("llm_faults", 1, collection=collection, model=model, kind=kind)
+    m = metrics.Batch()
+    m.count("llm_faults", 1, collection=collection, model=model, kind=kind)
+    bill.add(collection, run, {kind if kind in ("http_429", "http_529", "errors") else "http_5xx": 1}, counts=m)
 
 
 def record_document(collection: str, run: str | None, doc_id: str, model: str, calls: list[dict[str, Any]],
