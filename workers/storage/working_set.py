@@ -3,9 +3,9 @@ released in one when the index stage is done with it.
 
 A stage starts by reading the document's state (is this version still wanted here?), its
 collection's config, its checkpointed chunks and, for the later stages, its contexts and body:
-five keys in five modules. Read one by one, that is five serial round trips a stage, which on a
-network between hosts (``ops/bench fleet``: 10 ms a round trip at 5 ms each way) is most of what a
-one-chunk document costs. Here they go in one pipeline, without a transaction: each key is read as
+five keys in five modules. Read one by one, that is five serial round trips a stage, each paying
+the network's latency twice when the hosts are apart (``ops/bench fleet``). Here they go in one
+pipeline, without a transaction: each key is read as
 it stands, exactly as the separate reads would have found it, and every write that follows is
 still checked by the state scripts (a version moved on meanwhile is refused there, as before).
 
