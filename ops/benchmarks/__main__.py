@@ -131,6 +131,8 @@ def main() -> None:
     cl.add_argument("--api-workers", type=int, default=1)
     cl.add_argument("--seconds", type=float, default=20)
     cl.add_argument("--sweep", action="store_true", help="OpenSearch alone at 16 clients, one request shape at a time")
+    cl.add_argument("--reference-candidates", type=int, default=50,
+                    help="each load also run with this many candidates a side (0: not)")
     cl.set_defaults(fn=clients.bench_clients)
     fl = sub.add_parser("fleet")
     fl.add_argument("--documents", type=int, default=60)

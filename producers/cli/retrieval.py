@@ -16,6 +16,9 @@ if TYPE_CHECKING:
     from workers.storage.catalog import CollectionConfig
 
 
+CANDIDATES_HELP = "each side's candidates (default: 150)"
+
+
 def search(
     query: str = typer.Argument(...),
     collection: str = typer.Option(..., "--collection", "-c"),
@@ -27,6 +30,7 @@ def search(
     dense_weight: float | None = typer.Option(None, help="weight of the dense side in fusion"),
     rrf_k: int | None = typer.Option(None, "--rrf-k", min=1, max=1000, help="RRF's k (lower: sharper)"),
     reranker: str | None = typer.Option(None, help="none | voyage | bedrock | cohere | onnx"),
+    candidates: int | None = typer.Option(None, min=1, max=1000, help=CANDIDATES_HELP),
     json_output: bool = typer.Option(False, "--json"),
 ) -> None:
     """Hybrid search (BM25 + k-NN, fused, optionally reranked) over a collection."""
@@ -44,7 +48,8 @@ def search(
     flat = {k_: v[0] if len(v) == 1 else v for k_, v in parsed.items()}
     started = time.perf_counter()
     options = retrieval.SearchOptions(mode=mode, fusion=fusion, context_weight=context_weight,
-                                      dense_weight=dense_weight, reranker=reranker, rrf_k=rrf_k)
+                                      dense_weight=dense_weight, reranker=reranker, rrf_k=rrf_k,
+                                      candidates=candidates)
     try:
         hits = retrieval.search(config, query, k=k, filters=flat, options=options)
     except ValueError as e:
@@ -119,6 +124,7 @@ def eval_cmd(
     context_weight: float | None = typer.Option(None, help="override the BM25 weight of contexts"),
     dense_weight: float | None = typer.Option(None, help="override the dense weight"),
     rrf_k: int | None = typer.Option(None, "--rrf-k", min=1, max=1000, help="override RRF's k"),
+    candidates: int | None = typer.Option(None, min=1, max=1000, help=CANDIDATES_HELP),
     compare: str | None = typer.Option(
         None, help="BEFORE,AFTER configuration labels whose flipped queries are listed "
                    "(default: the first collection's hybrid against the last one's, or dense against hybrid)"),
@@ -134,7 +140,8 @@ def eval_cmd(
 
     chosen_reranker = reranker or get_settings().reranker
     spec = configs or ("dense,bm25,hybrid" + (",hybrid+rerank" if chosen_reranker != "none" else ""))
-    overrides = {"fusion": fusion, "context_weight": context_weight, "dense_weight": dense_weight, "rrf_k": rrf_k}
+    overrides = {"fusion": fusion, "context_weight": context_weight, "dense_weight": dense_weight, "rrf_k": rrf_k,
+                 "candidates": candidates}
     if suites_file:
         if names or queries:
             fail("--suites names its collections and queries itself: no --collection/--queries with it")
@@ -260,7 +267,7 @@ def describe(name: str, c: CollectionConfig, overrides: dict[str, Any]) -> str:
     k = f", k={r.rrf_k}" if r.fusion == "rrf" else ""
     return (f"{name}: contextualizer `{c.contextualizer}`{f' ({c.model})' if c.model else ''}, embedder "
             f"`{c.embedder}`, language {c.language}, fusion `{r.fusion}`{k}, dense weight {r.dense_weight}{auto}, "
-            f"context weight {r.context_weight}")
+            f"context weight {r.context_weight}, {r.candidates} candidates a side")
 
 
 def _eval_suites(path: Path, spec: str, chosen_reranker: str, overrides: dict[str, Any], report: Path | None,

@@ -33,6 +33,8 @@ class SearchIn(BaseModel):
     dense_weight: float | None = Field(None, ge=0, le=100)
     rrf_k: int | None = Field(None, ge=1, le=1000)
     reranker: str | None = Field(None, description="none | voyage | bedrock | cohere | onnx")
+    candidates: int | None = Field(None, ge=1, le=1000,
+                                   description="Each side's candidates (default: 150).")
     distinct_pages: bool = Field(True, description="A page's best chunk stands for it: the top k name k pages "
                                  "(its other chunks follow every page's first).")
 

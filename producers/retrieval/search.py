@@ -2,9 +2,8 @@
 
 BM25 runs over two fields, the chunk's ``text`` (weight 1) and its ``context`` (the
 collection's ``context_weight``), so a context adds terms without outvoting the chunk. Each
-side returns its top ``candidates`` (150, as Anthropic's setup does before reranking); the
-sides are fused (``fusion``); a reranker, when asked, reorders the fused top ``candidates``
-(``rerankers``) and the top k are returned.
+side returns its top ``candidates``; the sides are fused (``fusion``); a reranker, when asked,
+reorders the fused top ``candidates`` (``rerankers``) and the top k are returned.
 
 A page is the unit a reader checks a citation by, and a statement or a table spreads over several
 chunks of one page: by default (``distinct_pages``) a page's best chunk stands for it in the
@@ -26,7 +25,12 @@ from workers.settings import get_settings
 from workers.storage import catalog, index_mapping
 from workers.storage.catalog import FUSIONS, CollectionConfig
 
-CANDIDATES = 150
+# Each side's candidates. A reranker reads the fused top 150, as Anthropic's setup does before
+# reranking. Without one only the fused top k are returned, yet fewer candidates a side (50, a
+# cheaper query in OpenSearch) lost questions on FinanceBench and the French FAQ: kept at 150
+# (``ops/bench corpora`` with ``situate eval --candidates``; docs/decisions.md).
+RERANK_CANDIDATES = 150
+FUSION_CANDIDATES = 150
 MODES = ("hybrid", "bm25", "dense")
 _SOURCE = ["doc_id", "chunk", "text", "context", "metadata", "seq", "pages", "section", "title"]
 
@@ -40,19 +44,20 @@ class SearchOptions:
     context_weight: float | None = None
     dense_weight: float | None = None
     reranker: str | None = None  # None: the collection's, else SITUATE_RERANKER; "none": no reranking
-    candidates: int = CANDIDATES
+    candidates: int | None = None  # None: RERANK_CANDIDATES when reranking, else FUSION_CANDIDATES
     rrf_k: int | None = None
     distinct_pages: bool = True
 
     def resolved(self, config: CollectionConfig) -> Resolved:
         dense = self.dense_weight if self.dense_weight is not None else config.dense_weight
+        reranker = next(r for r in (self.reranker, config.reranker, get_settings().reranker) if r is not None)
         opts = Resolved(
             self.mode,
             self.fusion if self.fusion is not None else config.fusion,
             self.context_weight if self.context_weight is not None else config.context_weight,
             dense if dense is not None else auto_dense_weight(config),
-            next(r for r in (self.reranker, config.reranker, get_settings().reranker) if r is not None),
-            self.candidates,
+            reranker,
+            self.candidates or (RERANK_CANDIDATES if reranker != "none" else FUSION_CANDIDATES),
             next((k for k in (self.rrf_k, config.rrf_k) if k is not None), None) or auto_rrf_k(config),
             self.distinct_pages,
         )
@@ -75,6 +80,7 @@ class Resolved(SearchOptions):
     context_weight: float = 1.0
     dense_weight: float = 0.5
     reranker: str = "none"
+    candidates: int = FUSION_CANDIDATES
     rrf_k: int = 10
 
 
@@ -124,7 +130,7 @@ def filter_clauses(filters: dict[str, Any] | None) -> list[dict[str, Any]]:
 
 
 # Candidates are fetched light — ids and three doc values, no stored source to read and parse
-# for 2 x 150 hits — and only the hits returned (or reranked) are fetched whole (``_fill``):
+# for each side's candidates — and only the hits returned (or reranked) are fetched whole (``_fill``):
 # about half the time of an msearch with sources (``ops/bench search``).
 _LIGHT = {"_source": False, "docvalue_fields": ["doc_id", "chunk", "seq", "pages"]}
 
@@ -186,7 +192,7 @@ def newest_only(results: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict
 
 
 def search(config: CollectionConfig, query: str, k: int = 10, filters: dict[str, Any] | None = None,
-           mode: str = "hybrid", candidates: int = CANDIDATES,
+           mode: str = "hybrid", candidates: int | None = None,
            options: SearchOptions | None = None, timings: dict[str, float] | None = None) -> list[Hit]:
     """Top ``k`` chunks for ``query``. ``options`` overrides the collection's defaults; the
     ``mode`` and ``candidates`` arguments are shorthands for the common case. ``timings``, if

@@ -401,7 +401,7 @@ async def search_collection(collection: str, response: Response,
     config = catalog.load(collection)
     options = SearchOptions(mode=body.mode, fusion=body.fusion, context_weight=body.context_weight,
                             dense_weight=body.dense_weight, reranker=body.reranker, rrf_k=body.rrf_k,
-                            distinct_pages=body.distinct_pages)
+                            candidates=body.candidates, distinct_pages=body.distinct_pages)
     timings: dict[str, float] = {}
     try:  # the query embedding is CPU work: keep it off the event loop
         hits = await run_in_threadpool(search, config, body.query, body.k, body.filters, options=options,

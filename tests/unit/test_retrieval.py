@@ -149,3 +149,16 @@ def test_the_knn_query_keeps_more_of_the_graph_in_view_than_it_returns():
     assert knn_body([0.1] * 4, [], 150)["query"]["knn"]["vector"]["method_parameters"] == {"ef_search": EF_SEARCH}
     assert EF_SEARCH > 150
     assert knn_body([0.1] * 4, [], 2000)["query"]["knn"]["vector"]["method_parameters"]["ef_search"] == 2000
+
+
+def test_each_side_asks_for_its_default_candidates_unless_told():
+    """Without a reranker each side's top ``FUSION_CANDIDATES`` decide the fused top k; a
+    reranker reads the fused top ``RERANK_CANDIDATES``. An explicit number wins either way."""
+    from producers.retrieval.search import FUSION_CANDIDATES, RERANK_CANDIDATES, SearchOptions
+    from workers.storage.catalog import CollectionConfig
+
+    config = CollectionConfig(name="c", dense_weight=1.0, rrf_k=10)
+    assert SearchOptions(reranker="none").resolved(config).candidates == FUSION_CANDIDATES
+    assert SearchOptions(reranker="voyage").resolved(config).candidates == RERANK_CANDIDATES
+    assert SearchOptions(reranker="voyage", candidates=30).resolved(config).candidates == 30
+    assert SearchOptions(reranker="none", candidates=300).resolved(config).candidates == 300
