@@ -207,7 +207,7 @@ def bench_vectors(args) -> None:
     _synthetic(args.vectors)
 
 
-CANDIDATES = 150  # the k-NN side's candidates in a reranked search (producers/retrieval/search.py)
+CANDIDATES = 150  # the k-NN side's candidates in a search (producers/retrieval/search.py)
 
 
 def _synthetic(count: int, dim: int = 384, queries: int = 200) -> None:

@@ -11,7 +11,7 @@ winning setting, is worth on queries it has not seen. The current defaults are g
 queries beside it (they were not fitted to them). ``--apply`` stores the setting that scores
 best on all queries as the collection's search defaults.
 
-With a reranker named, every setting is also tried reranked (the fused top ``RERANK_CANDIDATES``
+With a reranker named, every setting is also tried reranked (the fused top ``CANDIDATES``
 reordered, as search does). The reranker scores each distinct candidate of a query once — the
 union of both sides' candidates — and the replays reuse those scores; with a paid reranker
 that union is what the tuning costs.
@@ -28,7 +28,7 @@ from typing import Any
 
 from producers.evaluation.evaluate import KS, EvalResult, LabelledQuery, Retrieved, grade_query, summarize
 from producers.retrieval.fusion import fuse
-from producers.retrieval.search import FUSION_CANDIDATES, RERANK_CANDIDATES, bm25_body, knn_body, newest_only
+from producers.retrieval.search import CANDIDATES, bm25_body, knn_body, newest_only
 from workers.connections import opensearch_client
 from workers.contextualizers.base import contextualized_text
 from workers.embedding import registry as embedders
@@ -64,7 +64,7 @@ def grid(has_contexts: bool, reranker: str = "none") -> list[Setting]:
 
 
 def side_rankings(config: CollectionConfig, queries: list[LabelledQuery], context_weights: Sequence[float] = CONTEXT_WEIGHTS,
-                  candidates: int = RERANK_CANDIDATES) -> list[dict[str, list[dict[str, Any]]]]:
+                  candidates: int = CANDIDATES) -> list[dict[str, list[dict[str, Any]]]]:
     """Per query, each side's candidates: ``dense`` and ``bm25@<context weight>``."""
     embedder = embedders.get(config.embedder, config.embed_model)
     out = []
@@ -98,17 +98,15 @@ def add_rerank_scores(queries: list[LabelledQuery], rankings: list[dict[str, Any
 
 
 def ranked(sides: dict[str, Any], setting: Setting, k: int = max(KS)) -> list[Retrieved]:
-    # As search asks each side: fewer candidates without a reranker.
-    depth = RERANK_CANDIDATES if setting.reranker != "none" else FUSION_CANDIDATES
-    chosen = {"bm25": sides[f"bm25@{setting.context_weight:g}"][:depth], "dense": sides["dense"][:depth]}
+    chosen = {"bm25": sides[f"bm25@{setting.context_weight:g}"], "dense": sides["dense"]}
     if setting.dense_weight >= 100:
         chosen = {"dense": sides["dense"]}
     elif setting.dense_weight == 0:
         chosen = {"bm25": chosen["bm25"]}
     hits = fuse(newest_only(chosen), {"bm25": 1.0, "dense": setting.dense_weight}, setting.fusion, setting.rrf_k)
     if setting.reranker != "none":
-        scores = sides["rerank"]  # as rerankers.rerank: the fused top RERANK_CANDIDATES, ties by fused rank
-        hits = sorted(hits[:RERANK_CANDIDATES], key=lambda h: -scores.get(h.id, float("-inf")))
+        scores = sides["rerank"]  # as rerankers.rerank: the fused top CANDIDATES, ties by fused rank
+        hits = sorted(hits[:CANDIDATES], key=lambda h: -scores.get(h.id, float("-inf")))
     return [Retrieved(h.doc_id, h.chunk, h.text, h.pages) for h in hits[:k]]
 
 

@@ -25,12 +25,10 @@ from workers.settings import get_settings
 from workers.storage import catalog, index_mapping
 from workers.storage.catalog import FUSIONS, CollectionConfig
 
-# Each side's candidates. A reranker reads the fused top 150, as Anthropic's setup does before
-# reranking. Without one only the fused top k are returned, yet fewer candidates a side (50, a
-# cheaper query in OpenSearch) lost questions on FinanceBench and the French FAQ: kept at 150
-# (``ops/bench corpora`` with ``situate eval --candidates``; docs/decisions.md).
-RERANK_CANDIDATES = 150
-FUSION_CANDIDATES = 150
+# Each side's candidates, as Anthropic's setup asks before reranking; also without a reranker,
+# where fewer a side (a cheaper query in OpenSearch) lost questions on the public corpora
+# (docs/decisions.md). ``--candidates`` sets it per query.
+CANDIDATES = 150
 MODES = ("hybrid", "bm25", "dense")
 _SOURCE = ["doc_id", "chunk", "text", "context", "metadata", "seq", "pages", "section", "title"]
 
@@ -44,20 +42,19 @@ class SearchOptions:
     context_weight: float | None = None
     dense_weight: float | None = None
     reranker: str | None = None  # None: the collection's, else SITUATE_RERANKER; "none": no reranking
-    candidates: int | None = None  # None: RERANK_CANDIDATES when reranking, else FUSION_CANDIDATES
+    candidates: int | None = None  # None: CANDIDATES
     rrf_k: int | None = None
     distinct_pages: bool = True
 
     def resolved(self, config: CollectionConfig) -> Resolved:
         dense = self.dense_weight if self.dense_weight is not None else config.dense_weight
-        reranker = next(r for r in (self.reranker, config.reranker, get_settings().reranker) if r is not None)
         opts = Resolved(
             self.mode,
             self.fusion if self.fusion is not None else config.fusion,
             self.context_weight if self.context_weight is not None else config.context_weight,
             dense if dense is not None else auto_dense_weight(config),
-            reranker,
-            self.candidates or (RERANK_CANDIDATES if reranker != "none" else FUSION_CANDIDATES),
+            next(r for r in (self.reranker, config.reranker, get_settings().reranker) if r is not None),
+            self.candidates or CANDIDATES,
             next((k for k in (self.rrf_k, config.rrf_k) if k is not None), None) or auto_rrf_k(config),
             self.distinct_pages,
         )
@@ -80,7 +77,7 @@ class Resolved(SearchOptions):
     context_weight: float = 1.0
     dense_weight: float = 0.5
     reranker: str = "none"
-    candidates: int = FUSION_CANDIDATES
+    candidates: int = CANDIDATES
     rrf_k: int = 10
 
 
@@ -192,7 +189,7 @@ def newest_only(results: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict
 
 
 def search(config: CollectionConfig, query: str, k: int = 10, filters: dict[str, Any] | None = None,
-           mode: str = "hybrid", candidates: int | None = None,
+           mode: str = "hybrid", candidates: int = CANDIDATES,
            options: SearchOptions | None = None, timings: dict[str, float] | None = None) -> list[Hit]:
     """Top ``k`` chunks for ``query``. ``options`` overrides the collection's defaults; the
     ``mode`` and ``candidates`` arguments are shorthands for the common case. ``timings``, if

@@ -151,14 +151,16 @@ def test_the_knn_query_keeps_more_of_the_graph_in_view_than_it_returns():
     assert knn_body([0.1] * 4, [], 2000)["query"]["knn"]["vector"]["method_parameters"]["ef_search"] == 2000
 
 
-def test_each_side_asks_for_its_default_candidates_unless_told():
-    """Without a reranker each side's top ``FUSION_CANDIDATES`` decide the fused top k; a
-    reranker reads the fused top ``RERANK_CANDIDATES``. An explicit number wins either way."""
-    from producers.retrieval.search import FUSION_CANDIDATES, RERANK_CANDIDATES, SearchOptions
+
+def test_each_side_asks_for_the_candidates_a_query_names():
+    """``--candidates`` (CLI) and ``candidates`` (HTTP) reach the search; unset, ``CANDIDATES``."""
+    from producers.retrieval.hits import SearchIn
+    from producers.retrieval.search import CANDIDATES, SearchOptions
     from workers.storage.catalog import CollectionConfig
 
     config = CollectionConfig(name="c", dense_weight=1.0, rrf_k=10)
-    assert SearchOptions(reranker="none").resolved(config).candidates == FUSION_CANDIDATES
-    assert SearchOptions(reranker="voyage").resolved(config).candidates == RERANK_CANDIDATES
+    assert SearchOptions(reranker="none").resolved(config).candidates == CANDIDATES
     assert SearchOptions(reranker="voyage", candidates=30).resolved(config).candidates == 30
-    assert SearchOptions(reranker="none", candidates=300).resolved(config).candidates == 300
+    assert SearchIn(query="q", candidates=30).candidates == 30
+    with pytest.raises(ValueError):
+        SearchIn(query="q", candidates=0)
