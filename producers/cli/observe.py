@@ -60,8 +60,9 @@ def status(
         if flag and (collection is None or row["collection"] == collection):
             cost = f" (about ${flag['estimate_usd']:,.2f}; exact: add --estimate)" if flag.get("estimate_usd") else \
                 " (its cost: add --estimate)"
-            out.print(f"[yellow]{flag['status']} model[/yellow] {safe(row['collection'])}: {safe(flag['note'])}; move "
-                      f"it with `{safe(flag['command'])}`{cost}", highlight=False)
+            move = f"; move it with `{safe(flag['command'])}`{cost}" if flag.get("command") else ""
+            out.print(f"[yellow]{flag['status']} model[/yellow] {safe(row['collection'])}: {safe(flag['note'])}{move}",
+                      highlight=False)
         if row.get("reindex") and (collection is None or row["collection"] == collection):
             out.print(f"reindex of {safe(row['collection'])}: {safe(row['reindex'])} (`situate reindex -c "
                       f"{safe(row['collection'])} --status`)", highlight=False)

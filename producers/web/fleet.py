@@ -66,6 +66,8 @@ def model_status(config: catalog.CollectionConfig, chunks: int | None) -> dict[s
 
     if config.contextualizer not in registry.LLM_PROVIDERS or not config.model:
         return None
+    if config.contextualizer == "openai":  # your own servers' names: no table, no lifecycle to warn about
+        return None
     try:
         status, note = models.lifecycle_note(models.get(config.model))
     except ValueError:

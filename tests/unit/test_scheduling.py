@@ -130,3 +130,13 @@ def test_the_model_table_knows_current_prices_tiers_and_end_of_life(monkeypatch)
         monkeypatch.delenv("SITUATE_MODELS")
         reread_environment()
         importlib.reload(models)
+
+
+def test_a_model_your_own_servers_answer_to_raises_no_end_of_life_alarm():
+    from producers.web import fleet
+    from workers.storage.catalog import CollectionConfig
+
+    served = CollectionConfig(name="own", contextualizer="openai", model="qwen2-5-coder-1-5b-instr")
+    assert fleet.model_status(served, 91) is None  # not "unknown model … move it with None"
+    mistyped = fleet.model_status(CollectionConfig(name="c", contextualizer="anthropic", model="claude-nope-1"), 1)
+    assert mistyped is not None and mistyped["status"] == "unknown"
