@@ -150,7 +150,7 @@ class Settings(BaseSettings):
     openai_base_urls: str = ""        # the replicas' base URLs, comma-separated, each ending in /v1
     openai_routing: Literal["affinity", "round-robin", "least-loaded"] = "affinity"  # a document's calls on one replica (affinity), or each call on the next replica, or on the least busy
     openai_replica_concurrency: int = Field(8, ge=1)  # calls in flight on one replica, all workers together (the rest wait their turn)
-    openai_imbalance: int = Field(8, ge=0)  # a new document skips its replica when that one has this many calls in flight more than the least busy
+    openai_imbalance: int = Field(8, ge=0)  # when every replica's slots are full, a new document skips its replica if that one has this many calls in flight more than the least busy (with a slot free somewhere, it takes the first free)
     openai_down_s: float = 30         # a replica that refused a connection or timed out is left alone this long, then probed
     openai_context_tokens: int = Field(8192, ge=1024)  # the served model's window per request; a longer document is read as its opening and windows
     openai_chars_per_token: float = Field(1.8, ge=0.5, le=8)  # characters a token the document budget assumes of your model's tokenizer (low enough for code; prose can take about 4): lower it if a server refuses a prompt over its window

@@ -7,10 +7,13 @@ over the replicas that are up: every replica scores the document, the highest sc
 or losing one of N replicas moves only the documents it wins or won, about 1/N, without a ring
 to rebuild (consistent hashing does the same with more state).
 
-Load bounds the affinity, as SGLang's cache-aware router and AIBrix do: a new document skips its
-first choice when that replica has ``SITUATE_OPENAI_IMBALANCE`` more calls in flight than the
-least busy one, and takes the next in its order. A document under way stays where it is unless
-its replica goes down. Each replica has ``SITUATE_OPENAI_REPLICA_CONCURRENCY`` slots for the
+Load bounds the affinity, as SGLang's cache-aware router and AIBrix do. A new document has
+nothing cached anywhere yet, so it takes the first replica in its order with a free slot; when all
+are full, it skips its first choice if that replica has ``SITUATE_OPENAI_IMBALANCE`` more calls in
+flight than the least busy one, and takes the next in its order. Without the free-slot rule a few
+long documents could all hash to one replica and queue there while another idled, since a margin
+counted in calls is never reached by documents that make one call at a time. A document under way
+stays where it is unless its replica goes down. Each replica has ``SITUATE_OPENAI_REPLICA_CONCURRENCY`` slots for the
 whole fleet; calls beyond wait their turn here, not in the server's queue, so the counts that
 the imbalance rule reads are the fleet's, not one process's.
 

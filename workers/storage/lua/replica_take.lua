@@ -51,8 +51,10 @@ elseif routing == 'least-loaded' then
     if least == nil or l < least then least, chosen = l, i end
   end
 else
-  -- affinity: where the document already is, while that replica is up; else the first in its
-  -- order of preference whose load is within the margin of the least loaded.
+  -- affinity: where the document already is, while that replica is up. A document placed anew
+  -- has nothing cached anywhere yet, so it goes to the first in its order of preference with a
+  -- free slot (no replica idles while new documents wait on another); with none free, to the
+  -- first whose load is within the margin of the least loaded.
   local current = redis.call('GET', KEYS[1])
   for _, i in ipairs(alive) do if label(i) == current then chosen = i end end
   if chosen == nil then
@@ -62,7 +64,12 @@ else
       if least == nil or loads[i] < least then least = loads[i] end
     end
     for _, i in ipairs(alive) do
-      if loads[i] <= least + margin then chosen = i break end
+      if loads[i] < cap then chosen = i break end
+    end
+    if chosen == nil then
+      for _, i in ipairs(alive) do
+        if loads[i] <= least + margin then chosen = i break end
+      end
     end
     if current then
       moved = current
