@@ -3,7 +3,11 @@ with before anyone has written any (as RAGAS's and LlamaIndex's generators do).
 
 Chunks are sampled spread over the documents (round robin over them, a seeded draw in each), long
 enough to ask about. For each, the model is asked for one question a person searching the
-documents would type, in their own words. A question that repeats the chunk's words — a run of
+documents would type, in their own words. It reads the document's opening first and the chunk last,
+as situating does: a person searching a collection names what the document is about ("how is a
+DiffExecutor created?"), which the chunk alone often does not say, and a model that sees only the
+chunk asks in the chunk's terms, the questions a context has nothing to add to. The opening costs
+``OPENING_CHARS`` more of input a question. A question that repeats the chunk's words — a run of
 ``COPIED_RUN`` words, or most of its content words — would flatter BM25 (it finds its own words)
 and is dropped; so is an answer that is not a question. What is kept is stored as a label on its
 chunk with ``"source": "generated"`` (``storage.labels``): generated sets overstate absolute scores
@@ -38,6 +42,13 @@ ASK = ("A passage from {where}:\n<passage>\n{chunk}\n</passage>\n\nWrite one que
        "documents would type, whose answer is in this passage. Ask it the way a user would: in your own words, "
        "naming what they want to know, without copying phrases from the passage and without mentioning "
        "\"the passage\" or \"the document\". Answer with the question only.")
+ASK_AFTER_OPENING = (
+    "The beginning of {where}:\n<document>\n{opening}\n</document>\n\nA passage from further on in it:\n<passage>\n"
+    "{chunk}\n</passage>\n\nWrite one question that someone searching a large collection of documents would type, "
+    "whose answer is in this passage. They do not know which document holds the answer, so the question says what "
+    "the document is about. Ask it in your own words, without copying phrases from the passage and without "
+    "mentioning \"the passage\" or \"the document\". Answer with the question only.")
+OPENING_CHARS = 1500    # of the document's text before the chunk, from its start
 MIN_WORDS = 25          # a chunk shorter than this is not worth a question
 COPIED_RUN = 5          # this many words in a row taken from the chunk: dropped
 COPIED_SHARE = 0.8      # or this share of its content words
@@ -142,6 +153,7 @@ def sample(config: CollectionConfig, count: int, seed: int = 0) -> list[dict[str
     doc_ids = sorted(states.doc_ids(config.name, states.INDEXED))
     rng.shuffle(doc_ids)
     pools: dict[str, list[dict[str, Any]]] = {}
+    openings: dict[str, list[dict[str, Any]]] = {}
     picked: list[dict[str, Any]] = []
     seen: set[tuple[str, int]] = set()
     while len(picked) < count and doc_ids:
@@ -149,8 +161,8 @@ def sample(config: CollectionConfig, count: int, seed: int = 0) -> list[dict[str
             if len(picked) >= count:
                 break
             if doc_id not in pools:
-                pools[doc_id] = [c for c in chunk_index.all_chunks(config, doc_id)
-                                 if len(_WORD.findall(c.get("text", ""))) >= MIN_WORDS]
+                openings[doc_id] = chunk_index.all_chunks(config, doc_id)
+                pools[doc_id] = [c for c in openings[doc_id] if len(_WORD.findall(c.get("text", ""))) >= MIN_WORDS]
                 rng.shuffle(pools[doc_id])
             pool = pools[doc_id]
             while pool and (doc_id, pool[-1]["chunk"]) in seen:
@@ -160,8 +172,25 @@ def sample(config: CollectionConfig, count: int, seed: int = 0) -> list[dict[str
                 continue
             chunk = pool.pop()
             seen.add((doc_id, chunk["chunk"]))
-            picked.append({**chunk, "doc_id": doc_id})
+            picked.append({**chunk, "doc_id": doc_id, "opening": opening(openings[doc_id], chunk["chunk"])})
     return picked
+
+
+def opening(chunks: list[dict[str, Any]], before: int) -> str:
+    """The document's text from its start up to the chunk numbered ``before`` (that chunk left out),
+    at most ``OPENING_CHARS``; empty for its first chunk."""
+    text = "\n".join(c.get("text", "") for c in chunks if c["chunk"] < before)
+    return text[:OPENING_CHARS]
+
+
+def question_prompt(chunk: dict[str, Any]) -> str:
+    """What the model is asked about one sampled chunk: its document's opening first (when there is
+    one before it), the chunk last."""
+    where = f"\"{chunk.get('title') or chunk['doc_id']}\""
+    text = chunk["text"][:6000]
+    if chunk.get("opening"):
+        return ASK_AFTER_OPENING.format(where=where, opening=chunk["opening"], chunk=text)
+    return ASK.format(where=where, chunk=text)
 
 
 def cleaned(answer: str) -> str:
@@ -197,11 +226,10 @@ def generate(config: CollectionConfig, count: int, write: Writer, seed: int = 0,
     result = Generated()
     started = time.monotonic()
     for chunk in sample(config, count, seed):
-        where = f"\"{chunk.get('title') or chunk['doc_id']}\""
         result.asked += 1
         t0 = time.monotonic()
         try:
-            answer, usage = write.write(SYSTEM, ASK.format(where=where, chunk=chunk["text"][:6000]))
+            answer, usage = write.write(SYSTEM, question_prompt(chunk))
         except (LLMError, ProviderRefused, ProviderUnavailable):
             result.failed += 1
             continue

@@ -29,3 +29,14 @@ def test_the_pilot_draws_the_same_sample_every_time(tmp_path) -> None:
     assert first.paths == second.paths and len(first.paths) == 5 and first.files == 12
     assert all(rel.endswith(".md") for rel, _ in first.paths)
     assert 0 < first.sample_bytes < first.folder_bytes
+
+
+def test_the_model_reads_the_documents_opening_before_the_chunk() -> None:
+    chunks = [{"chunk": i, "text": f"part {i} " + "x" * 1000} for i in range(4)]
+    opening = generation.opening(chunks, 3)
+    assert opening.startswith("part 0") and "part 2" not in opening and len(opening) == generation.OPENING_CHARS
+    assert generation.opening(chunks, 0) == ""
+    asked = generation.question_prompt({"doc_id": "libafl/diff.rs", "chunk": 3, "text": CHUNK, "opening": opening})
+    assert asked.index("part 0") < asked.index(CHUNK) and "libafl/diff.rs" in asked
+    first = generation.question_prompt({"doc_id": "libafl/diff.rs", "chunk": 0, "text": CHUNK, "opening": ""})
+    assert "<document>" not in first and CHUNK in first
