@@ -153,7 +153,7 @@ def sample(config: CollectionConfig, count: int, seed: int = 0) -> list[dict[str
     doc_ids = sorted(states.doc_ids(config.name, states.INDEXED))
     rng.shuffle(doc_ids)
     pools: dict[str, list[dict[str, Any]]] = {}
-    openings: dict[str, list[dict[str, Any]]] = {}
+    in_order: dict[str, list[dict[str, Any]]] = {}  # every chunk of a document, for its opening
     picked: list[dict[str, Any]] = []
     seen: set[tuple[str, int]] = set()
     while len(picked) < count and doc_ids:
@@ -161,8 +161,8 @@ def sample(config: CollectionConfig, count: int, seed: int = 0) -> list[dict[str
             if len(picked) >= count:
                 break
             if doc_id not in pools:
-                openings[doc_id] = chunk_index.all_chunks(config, doc_id)
-                pools[doc_id] = [c for c in openings[doc_id] if len(_WORD.findall(c.get("text", ""))) >= MIN_WORDS]
+                in_order[doc_id] = chunk_index.all_chunks(config, doc_id)
+                pools[doc_id] = [c for c in in_order[doc_id] if len(_WORD.findall(c.get("text", ""))) >= MIN_WORDS]
                 rng.shuffle(pools[doc_id])
             pool = pools[doc_id]
             while pool and (doc_id, pool[-1]["chunk"]) in seen:
@@ -172,7 +172,7 @@ def sample(config: CollectionConfig, count: int, seed: int = 0) -> list[dict[str
                 continue
             chunk = pool.pop()
             seen.add((doc_id, chunk["chunk"]))
-            picked.append({**chunk, "doc_id": doc_id, "opening": opening(openings[doc_id], chunk["chunk"])})
+            picked.append({**chunk, "doc_id": doc_id, "opening": opening(in_order[doc_id], chunk["chunk"])})
     return picked
 
 
