@@ -217,10 +217,16 @@ def _checked_prompt(config: CollectionConfig) -> None:
             raise CollectionError(str(e)) from None
 
 
+def has_model_lifecycle(config: CollectionConfig) -> bool:
+    """Whether the collection's model is Claude's, whose end of life the model table knows; a model
+    your own servers answer to is the operator's to name and to retire."""
+    return config.contextualizer in registry.LLM_PROVIDERS and config.contextualizer != registry.SERVED \
+        and bool(config.model)
+
+
 def model_warning(config: CollectionConfig) -> str:
     """A sentence for the operator when the collection's model is deprecated or retired."""
-    if config.contextualizer not in registry.LLM_PROVIDERS or config.contextualizer == registry.SERVED \
-            or not config.model:
+    if not has_model_lifecycle(config):
         return ""
     try:
         return models.lifecycle_note(models.get(config.model))[1]

@@ -61,12 +61,9 @@ def collections() -> list[dict[str, Any]]:
 def model_status(config: catalog.CollectionConfig, chunks: int | None) -> dict[str, Any] | None:
     """For a collection whose model is deprecated or retired: what, the command that moves it to
     the current default model, and about what that costs (``usage.repriced``)."""
-    from workers import models
-    from workers.contextualizers import registry
+    from workers import lifecycle, models
 
-    if config.contextualizer not in registry.LLM_PROVIDERS or not config.model:
-        return None
-    if config.contextualizer == "openai":  # your own servers' names: no table, no lifecycle to warn about
+    if not lifecycle.has_model_lifecycle(config):
         return None
     try:
         status, note = models.lifecycle_note(models.get(config.model))
