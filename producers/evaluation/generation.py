@@ -177,10 +177,14 @@ def sample(config: CollectionConfig, count: int, seed: int = 0) -> list[dict[str
 
 
 def opening(chunks: list[dict[str, Any]], before: int) -> str:
-    """The document's text from its start up to the chunk numbered ``before`` (that chunk left out),
+    """The document's text from its start (``chunks`` in order) up to the chunk numbered ``before`` (left out),
     at most ``OPENING_CHARS``; empty for its first chunk."""
-    text = "\n".join(c.get("text", "") for c in chunks if c["chunk"] < before)
-    return text[:OPENING_CHARS]
+    parts: list[str] = []
+    for c in chunks:
+        if c["chunk"] >= before or sum(map(len, parts)) >= OPENING_CHARS:
+            break
+        parts.append(c.get("text", ""))
+    return "\n".join(parts)[:OPENING_CHARS]
 
 
 def question_prompt(chunk: dict[str, Any]) -> str:

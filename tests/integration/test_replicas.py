@@ -174,30 +174,26 @@ def test_the_openai_contextualizer_needs_the_servers_model(collection, tmp_path)
     assert result.returncode == 2 and "--model" in result.stderr
 
 
-
 def test_a_new_document_takes_a_free_slot_and_one_under_way_stays_put() -> None:
     """The placement rules on the fleet's own state (the Lua script on a real Redis): a new
     document skips a full replica for one with a free slot, and past the margin for a less busy
     one; a document under way keeps its replica and waits there."""
     from workers.storage import replicas as store
 
-    a, b = (f"http://{name}-{uuid.uuid4().hex[:6]}:8000/v1" for name in ("a", "b"))
+    a, b, c, d = (f"http://{name}-{uuid.uuid4().hex[:6]}:8000/v1" for name in "abcd")
 
-    def take(document: str, call: str, *, slots: int = 2, margin: int = 8) -> store.Place:
-        return store.take(document, [a, b], call, slots=slots, margin=margin, lease_s=60, keep_s=60,
+    def take(document: str, call: str, replicas: list[str], *, slots: int, margin: int) -> store.Place:
+        return store.take(document, replicas, call, slots=slots, margin=margin, lease_s=60, keep_s=60,
                           routing="affinity")
 
-    first = [take("one", f"one-{i}") for i in range(2)]
+    first = [take("one", f"one-{i}", [a, b], slots=2, margin=8) for i in range(2)]
     assert [(p.replica, p.slot) for p in first] == [(0, True), (0, True)]  # its first choice, both slots
-    assert (take("two", "two-0").replica, take("two", "two-1").replica) == (1, 1)  # a was full: b, and it stays
-    waiting = take("one", "one-2")
+    two = [take("two", f"two-{i}", [a, b], slots=2, margin=8).replica for i in range(2)]
+    assert two == [1, 1]  # a was full: b, and it stays
+    waiting = take("one", "one-2", [a, b], slots=2, margin=8)
     assert (waiting.replica, waiting.slot, waiting.moved_from) == (0, False, "")  # under way: waits on a
 
-    c, d = (f"http://{name}-{uuid.uuid4().hex[:6]}:8000/v1" for name in ("c", "d"))
     for i in range(3):  # every slot taken on both: the margin decides
-        assert store.take("three", [c, d], f"three-{i}", slots=1, margin=1, lease_s=60, keep_s=60,
-                          routing="affinity").replica == 0
-    assert store.take("four", [c, d], "four-0", slots=1, margin=1, lease_s=60, keep_s=60,
-                      routing="affinity").replica == 1  # c: 3 in flight, d: 0, more than 1 apart
-    assert store.take("five", [c, d], "five-0", slots=1, margin=5, lease_s=60, keep_s=60,
-                      routing="affinity").replica == 0  # within 5 of the least: its first choice, waiting
+        assert take("three", f"three-{i}", [c, d], slots=1, margin=1).replica == 0
+    assert take("four", "four-0", [c, d], slots=1, margin=1).replica == 1  # c: 3 in flight, d: 0, more than 1 apart
+    assert take("five", "five-0", [c, d], slots=1, margin=5).replica == 0  # within 5 of the least: its first choice

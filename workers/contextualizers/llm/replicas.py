@@ -13,9 +13,10 @@ are full, it skips its first choice if that replica has ``SITUATE_OPENAI_IMBALAN
 flight than the least busy one, and takes the next in its order. Without the free-slot rule a few
 long documents could all hash to one replica and queue there while another idled, since a margin
 counted in calls is never reached by documents that make one call at a time. A document under way
-stays where it is unless its replica goes down. Each replica has ``SITUATE_OPENAI_REPLICA_CONCURRENCY`` slots for the
-whole fleet; calls beyond wait their turn here, not in the server's queue, so the counts that
-the imbalance rule reads are the fleet's, not one process's.
+stays where it is unless its replica goes down. Each replica has
+``SITUATE_OPENAI_REPLICA_CONCURRENCY`` slots for the whole fleet; calls beyond wait their turn here,
+not in the server's queue, so the counts that the imbalance rule reads are the fleet's, not one
+process's.
 
 A replica that refuses a connection or times out is left alone for ``SITUATE_OPENAI_DOWN_S``
 (doubled for each failure in a row), its documents move on their next call and each move is
