@@ -152,6 +152,11 @@ def batch_members(batch_id: str) -> str:
     return _key("batches", "members", batch_id)
 REBUILDER = _key("rebuilder")  # the lease of the worker advancing reindexes
 
+# Idle indices merged into few segments (storage/compaction.py)
+COMPACTOR = _key("compactor")  # the turn of the worker running a compaction pass
+COMPACTION_SEEN = _key("compaction", "seen")  # index -> its writes at the previous pass
+COMPACTED = _key("compaction", "merged")  # index -> {writes, at} when it was last merged
+
 
 def reindex(collection: str) -> str:
     """A collection's reindex in progress (or its previous generation, kept for a rollback)."""

@@ -102,6 +102,7 @@ class Settings(BaseSettings):
     stale_after_s: float = 3600       # a version already in flight is queued again only when it has not moved for this long
     reconcile_after_s: float = 180    # a document in flight that has not moved for this long, its work nowhere, is sent on again
     reconcile_every_s: float = 30     # a reconciler pass at most this often in the fleet (0: off)
+    compact_idle_s: float = 60        # an index unwritten this long is merged into few segments, if it has many (0: never)
 
     # ## Workers
     queue_ahead: int = 8              # messages each queue holds ahead of its workers; the rest wait in one line per collection (fair shares)
@@ -109,7 +110,7 @@ class Settings(BaseSettings):
     worker_process_mb: int = 400      # what ``situate worker`` plans per prefork process (0: no check)
     worker_thread_mb: int = 60        # and per thread of a threads pool
     embed_batch_size: int = 1         # texts per call into a local ONNX encoder
-    embed_threads: int = 0            # ONNX / C threads per process (0: cores / pool processes, set by situate worker)
+    embed_threads: int = 0            # ONNX / C threads per process (0: cores / pool processes in situate worker, 1 in situate api)
     model_files: str = ""             # where model files from Maven Central are unpacked ("": the installation's share/situate/models)
     models: str = ""                  # models of your own, or corrections to the model table, as JSON (workers/models.py)
     models_dir: str = ""              # the only folder GGUF files (the llama contextualizer) are read from

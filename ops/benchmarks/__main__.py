@@ -16,7 +16,8 @@ with, measured in the same run on the same machine.
     checkpoints  a context checkpoint's latency with and without a replica confirming it (checkpoints)
     search-page  the search page's latency, its page images' and their memory, on FinanceBench (search_page)
     control   status, failed, /metrics, the dashboard, the listing, a reconciler pass at 10k-1M documents (control)
-    clients   search through the API with 1, 4 and 16 clients at once: q/s, p50/p95, where the time goes (clients)
+    clients   search through the API with 1, 4 and 16 clients, the index as written and merged: q/s, p50/p95, its parts (clients)
+    compaction  Pass@10, page@10 and MRR@10 of every public corpus before and after its index is merged (compaction)
     fleet     round trips per document and stage, chunks/s with 1 and 5 ms added each way (fleet; root, namespaces)
     index     hybrid search at 100k and 1M chunks, 1 and 16 clients, OpenSearch's memory, float and byte (index)
     tiny      one-chunk documents through the whole pipeline: docs/s by tenth, Redis and RSS per document (tiny)
@@ -46,6 +47,7 @@ from ops.benchmarks import (
     checkpoints,
     clients,
     commands,
+    compaction,
     control,
     corpora,
     extractors,
@@ -131,9 +133,14 @@ def main() -> None:
     cl.add_argument("--api-workers", type=int, default=1)
     cl.add_argument("--seconds", type=float, default=20)
     cl.add_argument("--sweep", action="store_true", help="OpenSearch alone at 16 clients, one request shape at a time")
-    cl.add_argument("--reference-candidates", type=int, default=50,
+    cl.add_argument("--reference-candidates", type=int, default=0,
                     help="each load also run with this many candidates a side (0: not)")
+    cl.add_argument("--no-compact", action="store_true", help="the index as written only (not merged after)")
     cl.set_defaults(fn=clients.bench_clients)
+    cm = sub.add_parser("compaction")
+    cm.add_argument("--prefix", default="bench-", help="the collections' prefix (ops/bench corpora's)")
+    cm.add_argument("--only", default="", help="comma-separated corpora (default: all)")
+    cm.set_defaults(fn=compaction.bench_compaction)
     fl = sub.add_parser("fleet")
     fl.add_argument("--documents", type=int, default=60)
     fl.add_argument("--chunks", type=int, default=4, help="chunks per document")

@@ -1,7 +1,10 @@
 """``ops/bench clients``: hybrid search through a real API process with 1, 4 and 16 clients at
 once — queries per second and p50/p95 — on the FinanceBench filings (``--collection``, what
 ``ops/bench corpora`` builds; ingested once when missing), and where a query's time goes (the
-API's ``Server-Timing``: embed, opensearch, fusion, fetch) at each load.
+API's ``Server-Timing``: embed, opensearch, fusion, fetch) at each load: the API as it was (each
+query embedded on ONNX's thread pool) and as it is (one thread a query) on the index as ingestion
+left it, then on the index merged into few segments (``storage/compaction``), each graded on the
+filings' questions (Pass@10, page@10, MRR@10) beside its speed.
 
 Each client is a thread with its own HTTP connection, sending the FinanceBench questions in turn
 (from a different starting point each) for ``--seconds``; the API runs as ``situate api`` does,
@@ -11,6 +14,7 @@ with ``--api-workers`` processes.
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import threading
 import time
@@ -19,6 +23,7 @@ from typing import Any
 
 import httpx
 
+from ops.benchmarks.compaction import grade
 from ops.benchmarks.search_page import DATA, _ensure, _p
 from ops.harness import Api
 
@@ -73,28 +78,51 @@ def _load(url: str, collection: str, questions: list[str], clients: int, seconds
 
 
 def bench_clients(args) -> None:
+    from workers.storage import catalog, compaction
+
     if args.sweep:
         sweep(args)
         return
     _ensure(args.collection)
+    index = catalog.load(args.collection).index_name
     questions = [json.loads(line)["query"] for line in (DATA / "queries.jsonl").read_text().splitlines() if line.strip()]
-    api = Api(env={"SITUATE_API_TOKEN": TOKEN, "SITUATE_API_WORKERS": str(args.api_workers)})
     # A second configuration, each load run right after the default's: another number of
     # candidates a side (``--reference-candidates``, 0: none).
     runs = {"default": {}, **({f"{args.reference_candidates} candidates a side": {"candidates": args.reference_candidates}}
                            if args.reference_candidates else {})}
-    rows: dict[str, list[dict[str, Any]]] = {name: [] for name in runs}
-    try:
-        _load(api.url, args.collection, questions, 2, 5)  # warm: the embedder, OpenSearch's caches
-        for clients in (1, 4, 16):
-            for name, extra in runs.items():
-                row = _load(api.url, args.collection, questions, clients, args.seconds, extra)
-                rows[name].append(row)
-                print(json.dumps({"run": name, **row}), flush=True)
-    finally:
-        api.stop()
-    for name, table in rows.items():
-        print(f"\n{args.collection}, {name}, API processes {args.api_workers}:")
+    # The reference and the changes in one run: the API as it was (ONNX's own thread pool for
+    # each query, one thread a core) on the index as ingestion left it; then the API as it is
+    # (one thread a query); then the index merged (``situate compact``, what the workers do once
+    # it goes unwritten).
+    cores = str(os.cpu_count() or 1)
+    phases = [("as written, query embedding on ONNX's threads", cores, False),
+              ("as written", "", False)] + ([] if args.no_compact else [("compacted", "", True)])
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for phase, embed_threads, compact in phases:
+        if compact:
+            merged_in = time.perf_counter()
+            compaction.compact(index)
+            print(f"merged in {time.perf_counter() - merged_in:.1f} s", flush=True)
+        shape = compaction.shapes([index])[index]
+        if not compact and shape.segments <= shape.target:
+            print(f"{index} is already merged ({shape.segments} segments): for the as-written figure, drop "
+                  f"{args.collection} and run again (it is ingested afresh)", flush=True)
+        print(json.dumps({"phase": phase, "segments": shape.segments,
+                          **grade(args.collection, str(DATA / "queries.jsonl"), "jsonl")}), flush=True)
+        api = Api(env={"SITUATE_API_TOKEN": TOKEN, "SITUATE_API_WORKERS": str(args.api_workers),
+                       **({"SITUATE_EMBED_THREADS": embed_threads} if embed_threads else {})})
+        try:
+            _load(api.url, args.collection, questions, 2, 5)  # warm: the embedder, OpenSearch's caches
+            for clients in (1, 4, 16):
+                for name, extra in runs.items():
+                    label = f"{phase}, {shape.segments} segments" + ("" if name == "default" else f", {name}")
+                    row = _load(api.url, args.collection, questions, clients, args.seconds, extra)
+                    rows.setdefault(label, []).append(row)
+                    print(json.dumps({"run": label, **row}), flush=True)
+        finally:
+            api.stop()
+    for label, table in rows.items():
+        print(f"\n{args.collection}, {label}, API processes {args.api_workers}:")
         print(f"{'clients':>8} {'q/s':>7} {'p50 ms':>8} {'p95 ms':>8}  parts p50 (ms)")
         for r in table:
             print(f"{r['clients']:8d} {r['queries_per_s']:7.1f} {r['p50_ms']:8.1f} {r['p95_ms']:8.1f}  {r['parts_p50_ms']}")
@@ -187,3 +215,31 @@ def sweep(args: Any) -> None:
         _sweep_one(base, config.index_name, queries, shape, 2, 2)  # warm
         row = _sweep_one(base, config.index_name, queries, shape, 16, args.seconds)
         print(json.dumps(row), flush=True)
+    _merged_against_written(base, config.index_name, queries, args.seconds)
+
+
+def _merged_against_written(base: str, index: str, queries: list[tuple[str, list[float]]], seconds: float) -> None:
+    """The API's shape on the index as it is and on a copy merged into one segment (``_clone``
+    shares its files; the copy is then merged), one after the other, twice."""
+    from workers.connections import opensearch_client
+    from workers.storage import compaction
+
+    client, copy = opensearch_client(), f"{index}-bench-merged"
+    client.indices.delete(index=copy, ignore_unavailable=True)
+    client.indices.put_settings(index=index, body={"index.blocks.write": True})
+    try:
+        client.indices.clone(index=index, target=copy, body={"settings": {"index.blocks.write": None}})
+    finally:
+        client.indices.put_settings(index=index, body={"index.blocks.write": None})
+    try:
+        client.cluster.health(index=copy, wait_for_status="yellow", request_timeout=90)
+        compaction.compact(copy)
+        shape = SHAPES[0]
+        for _ in range(2):
+            for name in (index, copy):
+                _sweep_one(base, name, queries, shape, 2, 2)  # warm
+                row = _sweep_one(base, name, queries, shape, 16, seconds)
+                print(json.dumps({**row, "index": name, "segments": compaction.shapes([name])[name].segments}),
+                      flush=True)
+    finally:
+        client.indices.delete(index=copy, ignore_unavailable=True)

@@ -117,6 +117,12 @@ def api(host: str = typer.Option("127.0.0.1"), port: int = typer.Option(8000),
              "then give callers their own with `situate token create`")
     override(api_host=host)  # the app answers by where it listens (see producers/web/auth.py)
     os.environ["SITUATE_API_HOST"] = host  # the same, for processes uvicorn starts (they read the environment)
+    if not get_settings().embed_threads:
+        # A search embeds one short query, and requests already run side by side: ONNX's own
+        # threads would only spin between runs, CPU taken from OpenSearch beside it (``ops/bench
+        # clients``, docs/benchmarks.md).
+        override(embed_threads=1)
+        os.environ["SITUATE_EMBED_THREADS"] = "1"
     logs.configure("INFO")
     uvicorn.run("producers.web.api:app", host=host, port=port, log_config=None, access_log=True,
                 workers=workers or get_settings().api_workers)

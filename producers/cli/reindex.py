@@ -1,4 +1,5 @@
-"""``situate reindex``: a collection's next generation, built behind its name (workers/pipeline/rebuild.py)."""
+"""``situate reindex``: a collection's next generation, built behind its name (workers/pipeline/rebuild.py);
+``situate compact``: its index merged into few segments (workers/storage/compaction.py)."""
 
 from __future__ import annotations
 
@@ -120,3 +121,28 @@ def _print(result: dict[str, Any], json_output: bool) -> None:
         out.print(f"[yellow]{failed} documents failed in the new generation[/yellow]: see `situate failed -c "
                   f"{safe(result.get('shadow'))}`, retry them with `situate retry -c {safe(result.get('shadow'))}`, "
                   "or abandon the reindex with --rollback", highlight=False)
+
+
+def compact(
+    collection: str = typer.Option(..., "--collection", "-c"),
+    json_output: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Merge a collection's index into as few segments as its size needs, now, and wait: a search
+    walks every segment. The workers do this by themselves once an index has gone unwritten for
+    SITUATE_COMPACT_IDLE_S; this is for not waiting, or with that set to 0."""
+    from workers.storage import compaction
+
+    config = existing(collection)
+    before = compaction.shapes([config.index_name]).get(config.index_name)
+    if before is None:
+        fail(f"collection {collection!r} has no index yet")
+    started = time.monotonic()
+    after = compaction.compact(config.index_name)
+    assert after is not None
+    result = {"collection": collection, "segments_before": before.segments, **compaction.describe(after),
+              "seconds": round(time.monotonic() - started, 1)}
+    if json_output:
+        print(json.dumps(result))
+        return
+    out.print(f"{safe(collection)}: {before.segments} segments -> {after.segments} "
+              f"(as few as {after.target} for {after.store_bytes / 1e6:.0f} MB) in {result['seconds']} s", highlight=False)

@@ -73,7 +73,9 @@ def worker(standin):
         "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL_BEDROCK_RUNTIME": standin.url,
         "SITUATE_RATE_LIMITS": json.dumps({TEST_MODEL: {"rpm": 100000, "itpm": 10**8, "otpm": 10**8}}),
         "SITUATE_PROVIDER_MAX_ATTEMPTS": "30", "SITUATE_LLM_MAX_DOCUMENT_TOKENS": "20000",
-        "SITUATE_BATCH_POLL_S": "0.5", "SITUATE_BATCH_WAIT_S": "1", "SITUATE_BATCH_MAX_BYTES": "2000000"})
+        "SITUATE_BATCH_POLL_S": "0.5", "SITUATE_BATCH_WAIT_S": "1", "SITUATE_BATCH_MAX_BYTES": "2000000",
+        # Idle indices are merged by test_compaction's own worker, when it says so.
+        "SITUATE_COMPACT_IDLE_S": "0"})
     WORKERS.append(proc)
     yield proc
     proc.stop()

@@ -26,6 +26,7 @@ from workers.errors import PluginError
 from workers.pipeline import delivery, fair, rebuild, sending
 from workers.pipeline.delivery import Heartbeat
 from workers.settings import get_credentials, get_settings
+from workers.storage import compaction
 
 log = logging.getLogger("situate.app")
 
@@ -51,6 +52,7 @@ app = make_app()
 sending.install(app)
 delivery.on_heartbeat.append(rebuild.advance)  # reindexes move on every heartbeat (one worker by lease)
 delivery.on_heartbeat.append(replicas.probe_due)  # replicas of your own servers that were down, probed
+delivery.on_heartbeat.append(compaction.maybe_compact_idle)  # idle indices merged into few segments
 # The gate is topped up as each message is received (``delivery``: the room it left in its queue),
 # and on every heartbeat, the net for whatever that missed.
 delivery.on_heartbeat.append(fair.admit_and_sweep)
