@@ -3,10 +3,10 @@ for every segment.
 
 Ingestion leaves an index in many segments: each refresh writes one, and Lucene's tiered merge
 policy keeps about ten a tier. A query walks every segment's own HNSW graph (at ``ef_search``
-500, ``producers.retrieval.search``) and reads every segment's BM25 terms, so ten segments cost
-several times one, and under sixteen clients that is most of a query's time (``ops/bench
-clients``, docs/benchmarks.md). Merging while documents still arrive would rewrite the index over
-and over; merging once the index is idle rewrites it once.
+500, ``producers.retrieval.search``) and reads every segment's BM25 terms, so a query over many
+segments costs more than over one (``ops/bench clients``: docs/benchmarks.md). Merging while
+documents still arrive would rewrite the index over and over; merging once the index is idle
+rewrites it once.
 
 So, a heartbeat duty (one worker at a time, by a lease that also spaces the passes): every
 ``SITUATE_COMPACT_IDLE_S`` it reads one ``_stats`` of the collections' live indices, and merges
@@ -20,8 +20,7 @@ So, a heartbeat duty (one worker at a time, by a lease that also spaces the pass
   (an extra small segment costs a search little).
 
 ``situate compact`` merges one collection now, waiting for it. The trade-off: a merge takes CPU
-and disk while it runs (seconds for ten thousand chunks, the HNSW graph built again), on an index
-nobody is writing to.
+and disk while it runs (the HNSW graph is built again), on an index nobody is writing to.
 """
 
 from __future__ import annotations
@@ -45,6 +44,9 @@ SEGMENT_BYTES = 5 * 1024**3  # Lucene's max_merged_segment: merges make nothing 
 # What share of an index's documents must have been written since it was last merged (or ever)
 # before an idle pass merges it again.
 RESTLESS_SHARE = 0.05
+# A pass runs on a worker's heartbeat, which keeps its messages alive: it waits on OpenSearch no
+# longer than this (a slow node's pass is the next turn's).
+PASS_TIMEOUT_S = 5
 _HOLDER = uuid.uuid4().hex
 _last_pass = 0.0
 
@@ -75,7 +77,7 @@ def shapes(indices: list[str]) -> dict[str, IndexShape]:
     if not indices:
         return {}
     stats = opensearch_client().indices.stats(index=",".join(indices), metric="docs,store,indexing,segments,merge",
-                                              params={"ignore_unavailable": "true"})
+                                              params={"ignore_unavailable": "true"}, request_timeout=PASS_TIMEOUT_S)
     found: dict[str, IndexShape] = {}
     for name, entry in stats.get("indices", {}).items():
         p = entry["primaries"]
@@ -100,11 +102,12 @@ def compact(index: str, wait: bool = True) -> IndexShape | None:
 
 
 def _merge(shape: IndexShape, wait: bool) -> None:
-    redis_client().hset(keys.COMPACTED, shape.index, json.dumps({"writes": shape.writes, "at": time.time()}))
     log.info("compaction: merging %s from %d segments into %d", shape.index, shape.segments, shape.target)
     opensearch_client().indices.forcemerge(index=shape.index, max_num_segments=shape.target,
                                            params={"wait_for_completion": "true" if wait else "false"},
-                                           request_timeout=24 * 3600 if wait else 30)
+                                           request_timeout=24 * 3600 if wait else PASS_TIMEOUT_S)
+    # Recorded once OpenSearch took it: a merge refused is tried again at the next idle pass.
+    redis_client().hset(keys.COMPACTED, shape.index, json.dumps({"writes": shape.writes, "at": time.time()}))
 
 
 def due(shape: IndexShape, seen_writes: int | None, merged_writes: int | None) -> bool:
