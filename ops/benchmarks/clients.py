@@ -101,12 +101,15 @@ def bench_clients(args) -> None:
     for phase, embed_threads, compact in phases:
         if compact:
             merged_in = time.perf_counter()
-            compaction.compact(index)
+            merged = compaction.compact(index)
+            assert merged is not None
             print(f"merged in {time.perf_counter() - merged_in:.1f} s", flush=True)
-        shape = compaction.shapes([index])[index]
-        if not compact and shape.segments <= shape.target:
-            print(f"{index} is already merged ({shape.segments} segments): for the as-written figure, drop "
-                  f"{args.collection} and run again (it is ingested afresh)", flush=True)
+            shape = merged[1]
+        else:
+            shape = compaction.shapes([index])[index]
+            if shape.segments <= shape.target:
+                print(f"{index} is already merged ({shape.segments} segments): for the as-written figure, drop "
+                      f"{args.collection} and run again (it is ingested afresh)", flush=True)
         print(json.dumps({"phase": phase, "segments": shape.segments,
                           **grade(args.collection, str(DATA / "queries.jsonl"), "jsonl")}), flush=True)
         api = Api(env={"SITUATE_API_TOKEN": TOKEN, "SITUATE_API_WORKERS": str(args.api_workers),

@@ -34,11 +34,11 @@ def bench_compaction(args: Any) -> None:
             if config is None:
                 print(f"{collection}: not built (ops/bench corpora builds it); skipped", flush=True)
                 continue
-            before_shape = compaction.shapes([config.index_name])[config.index_name]
             before = grade(collection, str(DATA / corpus / queries), fmt)
             started = time.perf_counter()
-            after_shape = compaction.compact(config.index_name)
-            assert after_shape is not None
+            merged = compaction.compact(config.index_name)
+            assert merged is not None
+            before_shape, after_shape = merged
             merge_s = time.perf_counter() - started
             after = grade(collection, str(DATA / corpus / queries), fmt)
             row = {"collection": collection, "chunks": after_shape.documents, "segments_before": before_shape.segments,

@@ -133,12 +133,11 @@ def compact(
     from workers.storage import compaction
 
     config = existing(collection)
-    before = compaction.shapes([config.index_name]).get(config.index_name)
-    if before is None:
-        fail(f"collection {collection!r} has no index yet")
     started = time.monotonic()
-    after = compaction.compact(config.index_name)
-    assert after is not None
+    merged = compaction.compact(config.index_name)
+    if merged is None:
+        fail(f"collection {collection!r} has no index yet")
+    before, after = merged
     result = {"collection": collection, "segments_before": before.segments, **compaction.describe(after),
               "seconds": round(time.monotonic() - started, 1)}
     if json_output:

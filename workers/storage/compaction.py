@@ -88,17 +88,16 @@ def shapes(indices: list[str]) -> dict[str, IndexShape]:
     return found
 
 
-def compact(index: str, wait: bool = True) -> IndexShape | None:
-    """Merge ``index`` into ``target_segments``; with ``wait``, return its shape after (None for
-    a missing index). Recorded, so the idle passes count writes from here."""
-    shape = shapes([index]).get(index)
-    if shape is None:
+def compact(index: str) -> tuple[IndexShape, IndexShape] | None:
+    """Merge ``index`` into ``target_segments`` and wait: its shape before and after (None for a
+    missing index). Recorded, so the idle passes count writes from here."""
+    before = shapes([index]).get(index)
+    if before is None:
         return None
-    _merge(shape, wait)
-    if not wait:
-        return shape
+    _merge(before, wait=True)
     opensearch_client().indices.refresh(index=index)  # the merged segment searched, the old ones let go
-    return shapes([index]).get(index)
+    after = shapes([index]).get(index)
+    return None if after is None else (before, after)
 
 
 def _merge(shape: IndexShape, wait: bool) -> None:
