@@ -52,7 +52,7 @@ def worker(
         fail(refusal)
     chosen = expand([q.strip() for q in queues.split(",") if q.strip()]) if queues else all_queues()
     argv = ["worker", "--queues", ",".join(chosen), "--concurrency", str(concurrency),
-            "--loglevel", loglevel, "--pool", pool, "--events", "--without-gossip", "--without-mingle"]
+            "--loglevel", loglevel, "--pool", pool, "--without-gossip", "--without-mingle"]
     if bounds:  # Celery's order: MAX,MIN
         argv += ["--autoscale", f"{bounds[1]},{bounds[0]}"]
     if hostname:

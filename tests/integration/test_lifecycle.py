@@ -80,3 +80,24 @@ def test_index_shards_and_replicas_are_per_collection(collection_name):
         lifecycle.delete(wide.name)
     with pytest.raises(ValueError, match="index_replicas"):
         lifecycle.ensure(collection_name + "-x", index_replicas="many")
+
+
+@pytest.mark.parametrize("page", [1000, 2])
+def test_a_documents_older_chunks_are_removed_whole_past_one_page(collection_name, monkeypatch, page):
+    """``delete_older`` reads the chunks to remove in one plain search, and by a scroll only when
+    that search came back full: with a page smaller than the older version (2 of 5 chunks),
+    every one of them still goes, and the newer version stays."""
+    from workers import lifecycle
+    from workers.embedding import registry as embedders
+
+    monkeypatch.setattr(chunk_index, "SCAN_PAGE", page)
+    config = lifecycle.ensure(collection_name)
+    dims = embedders.dimension(config.embedder, config.embed_model)
+    rows = [{"n": n, "text": f"chunk {n}", "context": "", "vector": [0.1] * dims} for n in range(5)]
+    chunk_index.write_version(config, "doc", "v1", 1, rows, {})
+    chunk_index.write_version(config, "doc", "v2", 2, rows[:1], {})
+    chunk_index.write_version(config, "other", "v1", 1, rows[:3], {})
+    chunk_index.refresh(config)
+    assert chunk_index.delete_older(config, "doc", 2) == 5
+    chunk_index.refresh(config)
+    assert (chunk_index.count(config, "doc"), chunk_index.count(config, "other")) == (1, 3)

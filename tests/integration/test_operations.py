@@ -247,6 +247,36 @@ def test_flower_refuses_every_request_without_credentials(tmp_path):
     assert refused.returncode != 0 and "without credentials" in refused.stderr
 
 
+def test_flower_shows_the_workers_tasks_once_it_runs(worker, collection_name, tmp_path):
+    """Workers send no task events of their own (three messages a task, for nobody until someone
+    watches): Flower asks for them when it starts, and the tasks of documents ingested then are
+    in its task list."""
+    port = free_port()
+    log = open(tmp_path / "flower.log", "wb")
+    proc = subprocess.Popen([SITUATE, "flower", "--port", str(port)], stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True,
+                            env={**os.environ, "SITUATE_FLOWER_USER": "ops", "SITUATE_FLOWER_PASSWORD": "s3cret-pw"})
+    url, auth = f"http://127.0.0.1:{port}", ("ops", "s3cret-pw")
+    try:
+        deadline = time.monotonic() + 90
+        names: set[str] = set()
+        n = 0
+        while "situate.chunk" not in names:
+            assert time.monotonic() < deadline and proc.poll() is None, (names, (tmp_path / "flower.log").read_text())
+            try:
+                httpx.get(url, auth=auth)
+            except httpx.HTTPError:  # not serving yet
+                time.sleep(0.5)
+                continue
+            ingest(collection_name, [{"id": f"d{n}", "text": f"Document {n} for Flower to see."}])
+            n += 1
+            time.sleep(1)
+            names = {t.get("name") for t in httpx.get(url + "/api/tasks", auth=auth).json().values()}
+    finally:
+        stop(proc)
+        log.close()
+
+
 def test_worker_autoscale_takes_min_max():
     bad = run_cli("worker", "--autoscale", "4")
     assert bad.returncode != 0 and "MIN,MAX" in bad.stderr

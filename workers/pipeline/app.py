@@ -40,7 +40,9 @@ def make_app() -> Celery:
         worker_prefetch_multiplier=1,
         task_time_limit=s.task_time_limit_s,
         task_soft_time_limit=s.task_time_limit_s - 60,
-        worker_send_task_events=True,  # for Flower
+        # Task events (three PUBLISHes a task, from the worker's main process) only once someone
+        # watches: Flower turns them on (its enable_events, every few seconds) when it starts.
+        worker_send_task_events=False,
         worker_hijack_root_logger=False,
         worker_consumer="workers.pipeline.consumer:SturdyConsumer",  # outlives a lost broker (consumer.py)
     )

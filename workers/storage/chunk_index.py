@@ -30,6 +30,8 @@ from workers.storage.index_mapping import CITATION_FIELDS, mapping, replicas, st
 
 log = logging.getLogger("situate.index")
 
+SCAN_PAGE = 1000  # hits a page when a search reads every chunk it matches
+
 def ensure_index(config: CollectionConfig) -> None:
     """See ``_ensure_index``; an index blocked for writes (a full disk) is "not now"."""
     try:
@@ -214,10 +216,18 @@ def _raise_if_not_done(config: CollectionConfig, errors: list[dict[str, Any]]) -
 
 
 def _scan(config: CollectionConfig, query: dict[str, Any]) -> list[tuple[str, int, int]]:
-    """The hits' ids, each with the sequence number and primary term of the copy the search saw."""
-    return [(h["_id"], h["_seq_no"], h["_primary_term"])
-            for h in helpers.scan(opensearch_client(), index=config.index_name, query={"query": query},
-                                  _source=False, size=1000, seq_no_primary_term=True)]
+    """The hits' ids, each with the sequence number and primary term of the copy the search saw.
+
+    One plain search first: a document's older chunks almost always fit in one page, and a
+    scroll costs two requests more (open, clear) and a search context kept on the node, on every
+    document indexed. Only a full page means more may follow, and then the scroll reads them all."""
+    client = opensearch_client()
+    page = client.search(index=config.index_name, body={"query": query}, _source=False, size=SCAN_PAGE,
+                         seq_no_primary_term=True, track_total_hits=False)["hits"]["hits"]
+    if len(page) >= SCAN_PAGE:
+        page = list(helpers.scan(client, index=config.index_name, query={"query": query},
+                                 _source=False, size=SCAN_PAGE, seq_no_primary_term=True))
+    return [(h["_id"], h["_seq_no"], h["_primary_term"]) for h in page]
 
 
 def _delete_seen(config: CollectionConfig, seen: list[tuple[str, int, int]]) -> int:
