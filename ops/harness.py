@@ -39,9 +39,14 @@ def free_port() -> int:
 
 def _free_block(n: int, transport_offset: int = 100) -> int:
     """A first port such that it and the ``n - 1`` after it are free, and so are the same ports
-    ``transport_offset`` higher (OpenSearch's transport ports, ``ops/opensearch/cluster``)."""
+    ``transport_offset`` higher (OpenSearch's transport ports, ``ops/opensearch/cluster``).
+
+    Below the kernel's ephemeral range: a port found free there could be taken by any process's
+    outgoing connection in the seconds before the JVM binds it (a cluster test failed so:
+    "Failed to bind to 127.0.0.1:40012")."""
+    highest = _ephemeral_start() - transport_offset - n - 1
     for _ in range(200):
-        base = random.randint(20_000, 40_000)
+        base = random.randint(max(1024, highest // 2), highest)
         ports = [base + i for i in range(n)] + [base + transport_offset + i for i in range(n)]
         try:
             with contextlib.ExitStack() as held:
@@ -52,6 +57,13 @@ def _free_block(n: int, transport_offset: int = 100) -> int:
         except OSError:
             continue
     raise RuntimeError("no block of free ports found")
+
+
+def _ephemeral_start() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32_768  # Linux's default
 
 
 def log_tail(path: Path, lines: int = 30) -> str:

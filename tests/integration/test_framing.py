@@ -168,11 +168,13 @@ def test_deeply_nested_json_is_a_4xx_and_json_routes_take_json_only(api):
 
 
 def test_metric_labels_come_from_a_fixed_set(api):
+    """A method the HTTP parser knows but the API does not serve (WebDAV's) is counted as
+    "other"; one no parser knows is refused before the app (httptools: 400) or counted so too."""
     with httpx.Client(base_url=api.url) as client:
-        for method in ("MX1", "MX2", "BREW"):
+        for method in ("PROPFIND", "PURGE", "MX1", "BREW"):
             client.request(method, "/healthz")
         text = client.get("/metrics", headers={"Authorization": f"Bearer {ADMIN}"}).text
-    assert 'method="MX1"' not in text and 'method="BREW"' not in text
+    assert not any(f'method="{m}"' in text for m in ("PROPFIND", "PURGE", "MX1", "BREW"))
     assert 'method="other"' in text
 
 

@@ -32,6 +32,7 @@ log = logging.getLogger("situate.index")
 
 SCAN_PAGE = 1000  # hits a page when a search reads every chunk it matches
 
+
 def ensure_index(config: CollectionConfig) -> None:
     """See ``_ensure_index``; an index blocked for writes (a full disk) is "not now"."""
     try:
