@@ -112,7 +112,7 @@ def test_a_chunked_body_is_refused_as_it_passes_the_limit_and_a_strangers_is_not
     # The body up to the limit is all it held: one buffer, which CPython grows by an eighth at a
     # time (so up to 9/8 of the limit), plus what the server holds before handing it on (uvloop
     # reads 256 kB at a time, uvicorn's httptools protocol joins a read's chunks into new bytes
-    # before it pauses) and the allocator's rounding: 2 MB, measured up to 1.1 MB under load.
+    # before it pauses) and the allocator's rounding: 2 MB.
     # Reading the whole body would have grown it by 64 MB or more.
     assert growth < LIMIT * 9 / 8 + 2_000_000, f"a 64 MB chunked body grew the API by {growth:,} bytes"
     print(f"\n[framing] peak memory growth: stranger's 64 MB chunked {stranger_growth / 1e6:.1f} MB, "
