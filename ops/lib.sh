@@ -6,6 +6,13 @@ VENV="$ROOT/.venv"
 export OPENSEARCH_JAVA_HOME=${OPENSEARCH_JAVA_HOME:-/usr/lib/jvm/java-17-openjdk-amd64}
 mkdir -p "$SERVICES/logs" "$SERVICES/run"
 
+# Debian packages, one installer at a time: ops/test prepares the services, chromium and the
+# container engine side by side, and apt refuses a second caller while one holds its locks.
+apt_install() {
+  flock "$SERVICES/run/apt.lock" bash -c \
+    'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@"' apt_install "$@"
+}
+
 say() { printf '\033[1m[situate]\033[0m %s\n' "$*" >&2; }
 
 python_bin() {
@@ -113,4 +120,29 @@ install_llama() {
   "$VENV/bin/python" -m pip install -q --force-reinstall --no-deps "$SERVICES"/wheels/llama/llama_cpp_python-*.whl
   rm -rf "$SERVICES/wheels/llama"
   echo "$LLAMA_VERSION $LLAMA_CMAKE_ARGS" > "$VENV/.llama-build"
+}
+
+# Go modules the deployment tests need, each pinned by its version and its module hash (the
+# "h1:" of go.sum; `go` also checks it against the checksum database).
+HELM_MODULE="helm.sh/helm/v3@v3.16.4"
+HELM_SUM="h1:rBn/h9MACw+QlhxQTjpl8Ifx+VTWaYsw3rguGBYBzr0="
+KEDA_MODULE="github.com/kedacore/keda/v2@v2.16.1"  # its CRDs: the ScaledObject schema the chart is checked against
+KEDA_SUM="h1:LfYsxfSX8DjetLW8q9qnriImH936POrQJvE+caRoScI="
+
+go_module() {  # go_module MODULE@VERSION SUM: download it (once), check its hash, print its folder
+  local info; info=$(go mod download -json "$1")
+  local sum; sum=$(echo "$info" | sed -n 's/.*"Sum": "\(.*\)".*/\1/p')
+  [ "$sum" = "$2" ] || { say "$1 has hash $sum, not the pinned $2: refused"; return 1; }
+  echo "$info" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p'
+}
+
+install_helm() {  # helm, built from its module (no release binary is reachable here), into .services/bin
+  local bin="$SERVICES/bin/helm"
+  [ -x "$bin" ] && [ "$(cat "$SERVICES/bin/.helm" 2>/dev/null)" = "$HELM_MODULE" ] && return
+  command -v go >/dev/null || { say "installing Go (Debian package) to build helm"; \
+    apt_install golang-go >/dev/null; }
+  go_module "$HELM_MODULE" "$HELM_SUM" >/dev/null
+  mkdir -p "$SERVICES/bin"
+  GOBIN="$SERVICES/bin" go install -ldflags "-s -w" "helm.sh/helm/v3/cmd/helm@${HELM_MODULE#*@}"
+  echo "$HELM_MODULE" > "$SERVICES/bin/.helm"
 }

@@ -46,7 +46,7 @@ def _smollm2_folder() -> str:
 
 os.environ["SITUATE_MODELS_DIR"] = _smollm2_folder()
 
-FOLDER_MARKERS = ("unit", "integration", "faults", "cluster", "fleet")
+FOLDER_MARKERS = ("unit", "integration", "faults", "cluster", "fleet", "deploy")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -61,12 +61,16 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
     """With ``-n``: one test at a time to whichever process is free, in collection order (the
     long runs, cluster and faults, come first). pytest-xdist's own ``load`` hands out tests in
     batches, which can leave one process with the long runs while the other has finished. The
-    fleet's tests go together to one process: they share one set of namespaces, which has names."""
+    fleet's tests go together to one process: they share one set of namespaces, which has names;
+    so do the compose tests (one stack, in order)."""
     from xdist.scheduler import LoadScopeScheduling
 
     class OneTestAtATime(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return "tests/fleet" if nodeid.startswith("tests/fleet/") else nodeid
+            for together in ("tests/fleet/", "tests/deploy/test_compose.py"):
+                if nodeid.startswith(together):
+                    return together
+            return nodeid
 
     return OneTestAtATime(config, log) if config.getvalue("dist") == "load" else None
 

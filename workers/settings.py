@@ -109,6 +109,7 @@ class Settings(BaseSettings):
     shards: int = 4                   # contextualize.N queues (workers only: the chunk task picks the shard)
     worker_process_mb: int = 400      # what ``situate worker`` plans per prefork process (0: no check)
     worker_thread_mb: int = 60        # and per thread of a threads pool
+    liveness_file: str = ""           # a file the worker touches on each heartbeat; its liveness probe reads its age ("": none)
     embed_batch_size: int = 1         # texts per call into a local ONNX encoder
     embed_threads: int = 0            # ONNX / C threads per process (0: cores / pool processes in situate worker, 1 in situate api)
     model_files: str = ""             # where model files from Maven Central are unpacked ("": the installation's share/situate/models)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 from rich.table import Table
 
-from producers.cli.common import existing, fail, out, safe
+from producers.cli.common import err, existing, fail, out, safe
 
 if TYPE_CHECKING:
     from producers.evaluation.evaluate import LabelledQuery
@@ -183,9 +183,12 @@ def _print_results(results: list[Any], loaded: dict[str, Any], names: list[str],
     title = f"Retrieval on {source}: {len(labelled)} queries"
     if report:
         report.mkdir(parents=True, exist_ok=True)
-        chart_png(results, report / "pass_at_k.png", title)
+        drawn = chart_png(results, report / "pass_at_k.png", title)
+        if not drawn:
+            err.print("no chart in the report: it needs matplotlib (pip install 'situate[report]')")
         notes = [f"- {d}" for d in described] + [f"- reranker: `{chosen_reranker}`"]
-        (report / "report.md").write_text(markdown_report(results, pair, title, notes, "pass_at_k.png"), encoding="utf-8")
+        (report / "report.md").write_text(markdown_report(results, pair, title, notes, "pass_at_k.png" if drawn else None),
+                                          encoding="utf-8")
     differences = significance.compare(pair[0].per_query, pair[1].per_query) if pair else {}
     if json_output:
         payload: dict[str, Any] = {"results": [r.summary() for r in results]}

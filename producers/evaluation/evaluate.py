@@ -311,9 +311,13 @@ def markdown_report(results: list[EvalResult], compared: tuple[EvalResult, EvalR
     return "\n".join(lines).rstrip() + "\n"
 
 
-def chart_png(results: list[EvalResult], path: Path, title: str) -> None:
-    """Grouped bars: Pass@5/10/20 for each configuration."""
-    import matplotlib
+def chart_png(results: list[EvalResult], path: Path, title: str) -> bool:
+    """Grouped bars: Pass@5/10/20 for each configuration. False, and no file, without matplotlib
+    (the ``report`` extra: a server or its image has no use for it)."""
+    try:
+        import matplotlib
+    except ImportError:
+        return False
 
     matplotlib.use("Agg")  # no display; never a window
     import matplotlib.pyplot as plt
@@ -333,3 +337,4 @@ def chart_png(results: list[EvalResult], path: Path, title: str) -> None:
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
+    return True

@@ -42,6 +42,7 @@ from producers.retrieval.search import SearchOptions, search
 from producers.web import (
     auth,
     dashboard,
+    fleet,
     http_guard,
     label_routes,
     mcp_server,
@@ -52,6 +53,7 @@ from producers.web import (
 )
 from workers import allowlist, errors, lifecycle
 from workers.documents.validation import RawDocument
+from workers.pipeline.routing import all_queues
 from workers.settings import get_settings
 from workers.storage import capacity, catalog, chunk_index, states
 
@@ -180,7 +182,25 @@ documented = http_guard.documented
 
 @app.get("/healthz", include_in_schema=False)
 def healthz() -> dict[str, str]:
+    """Liveness: the process answers. It reads nothing else, so a store away restarts no API."""
     return {"status": "ok"}
+
+
+@app.get("/readyz", include_in_schema=False)
+def readyz() -> JSONResponse:
+    """Readiness: Redis and OpenSearch answer, so a search sent now is served (503 with the
+    one that does not, and no traffic sent here until both do)."""
+    from workers.connections import opensearch_client, redis_client
+
+    down = {}
+    for name, ping in (("redis", lambda: redis_client().ping()), ("opensearch", lambda: opensearch_client().ping())):
+        try:
+            if not ping():
+                down[name] = "no answer"
+        except Exception as e:  # noqa: BLE001 - any failure is "not ready", said with its kind
+            down[name] = type(e).__name__
+    return JSONResponse({"status": "unavailable", "down": down} if down else {"status": "ready"},
+                        status_code=503 if down else 200)
 
 
 @app.get("/openapi.json", include_in_schema=False, dependencies=[Depends(caller)])
@@ -199,6 +219,19 @@ def docs_page() -> HTMLResponse:
 async def metrics_page() -> Response:
     """Prometheus's text format (``producers/web/prometheus.py``); a token that reads every collection."""
     return Response(await run_in_threadpool(prometheus.render), media_type=prometheus.CONTENT_TYPE)
+
+
+@app.get("/v1/backlog", dependencies=[Depends(allowed("read"))])
+def get_backlog(queues: str = "") -> dict[str, Any]:
+    """What an autoscaler reads (KEDA's metrics-api scaler; docs/deploy.md): for the queues a
+    kind of worker consumes (comma-separated; all by default), messages waiting in every
+    priority list, parked in the collections' lines, and delivered but not acknowledged."""
+    known = all_queues()
+    names = [q.strip() for q in queues.split(",") if q.strip()] or known
+    unknown = sorted(set(names) - set(known))
+    if unknown:
+        raise HTTPException(400, f"unknown queue(s) {', '.join(unknown)}: situate's queues are {', '.join(known)}")
+    return fleet.backlog(names)
 
 
 app.include_router(signin.router)

@@ -19,19 +19,42 @@ from workers.storage import broker, catalog, chunk_index, fairqueue, presence, s
 
 def queues(now: float | None = None) -> dict[str, dict[str, Any]]:
     """Per queue: messages waiting in Celery's queue (all priority sub-lists, and each), the
-    oldest one's age, and the work parked behind it in the collections' lines (``fairqueue``)."""
+    oldest one's age, the work parked behind it in the collections' lines (``fairqueue``), the
+    deliveries workers hold, and the ``backlog``: the three together."""
     now = now or time.time()
     out = {}
     names_of = all_queues()
     parked = fairqueue.parked(names_of, now)
+    held = broker.unacked_by_queue()
     for q in names_of:
         names = sublists(q)
         by_list = dict(zip(names, broker.lengths(names)))
         oldest = [age for age in (oldest_waiting_s(q, now), parked[q]["oldest_s"]) if age is not None]
-        out[q] = {"waiting": sum(by_list.values()), "by_priority_list": {k: v for k, v in by_list.items() if v},
+        waiting = sum(by_list.values())
+        out[q] = {"waiting": waiting, "by_priority_list": {k: v for k, v in by_list.items() if v},
                   "parked": parked[q]["parked"], "parked_by_collection": parked[q]["by_collection"],
+                  "unacked": held.get(q, 0), "backlog": waiting + parked[q]["parked"] + held.get(q, 0),
                   "oldest_s": max(oldest) if oldest else None}
     return out
+
+
+def backlog(names: list[str]) -> dict[str, Any]:
+    """What an autoscaler reads for a kind of worker (``GET /v1/backlog``): per queue, messages
+    waiting in every priority list, work parked in the collections' lines, and deliveries
+    workers hold, prefetched ones included; ``backlog``, their sum over ``names``.
+
+    All three, because each alone misleads: Kombu splits a queue into a list per priority level,
+    so one list can look empty while another is full; fair shares keep a queue a few messages
+    deep however much is parked behind it; and messages a worker prefetched are in no list. A
+    scaler that reads one list sees nothing and removes the workers doing the work."""
+    parked = fairqueue.parked(names)
+    held = broker.unacked_by_queue()
+    rows = {}
+    for q in names:
+        waiting = sum(broker.lengths(sublists(q)))
+        rows[q] = {"waiting": waiting, "parked": parked[q]["parked"], "unacked": held.get(q, 0),
+                   "backlog": waiting + parked[q]["parked"] + held.get(q, 0)}
+    return {"queues": rows, "backlog": sum(row["backlog"] for row in rows.values())}
 
 
 def unacked(now: float | None = None) -> dict[str, Any]:

@@ -134,16 +134,24 @@ class FleetCollector:
                                   "priority lists (list: the Redis key).", labels=["queue", "list"])
         oldest = GaugeMetricFamily("situate_queue_oldest_age_seconds", "Age of the oldest waiting message "
                                    "(parked work included).", labels=["queue"])
+        backlog = GaugeMetricFamily("situate_queue_backlog", "What scales a queue's workers: waiting in every "
+                                    "priority list, parked, and delivered but not acknowledged.", labels=["queue"])
+        held = GaugeMetricFamily("situate_queue_unacked_messages", "Delivered to a worker (prefetched "
+                                 "included), not yet acknowledged.", labels=["queue"])
         parked = GaugeMetricFamily("situate_queue_parked_messages", "Work waiting for its collection's turn to "
                                    "enter the queue (fair shares between collections).", labels=["queue", "collection"])
         for q, row in snap["queues"].items():
             depth.add_metric([q], row["waiting"])
+            backlog.add_metric([q], row["backlog"])
+            held.add_metric([q], row["unacked"])
             for key, n in row["by_priority_list"].items():
                 lists.add_metric([q, key], n)
             oldest.add_metric([q], row["oldest_s"] or 0.0)
             for collection, n in row["parked_by_collection"].items():
                 parked.add_metric([q, collection], n)
         yield depth
+        yield backlog
+        yield held
         yield lists
         yield oldest
         yield parked

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import yaml
@@ -46,6 +48,37 @@ def test_docker_compose_matches_ops():
         assert env["SITUATE_OPENSEARCH_URL"] == "http://opensearch:9200"
     assert "situate worker" in " ".join(services["worker"]["command"]) if isinstance(services["worker"]["command"], list) \
         else "situate worker" in services["worker"]["command"]
+    # One image for every role, built once (by the worker service), never pulled: no registry has it.
+    ours = sorted(n for n, s in services.items() if s.get("image") == "situate:local")
+    assert ours == ["api", "flower", "worker", "worker-llm"]
+    assert [n for n in ours if "build" in services[n]] == ["worker"]
+    assert all(services[n]["pull_policy"] == "never" for n in ours if n != "worker")
+    for name in ours:  # a health check each, none a broadcast to every worker through the broker
+        test = " ".join(services[name]["healthcheck"]["test"])
+        assert "python -m" in test and "inspect" not in test, name
+    assert services["api"]["healthcheck"]["test"][-1].endswith("/readyz")
+
+
+def test_liveness_reads_the_heartbeat_file_age(tmp_path, monkeypatch):
+    from workers.pipeline import liveness
+    from workers.settings import get_settings
+
+    path = tmp_path / "alive"
+    monkeypatch.setenv("SITUATE_LIVENESS_FILE", str(path))
+    monkeypatch.setenv("SITUATE_RECOVERY_S", "60")
+    get_settings.cache_clear()
+    try:
+        assert liveness.main() == 1  # never written: not alive yet
+        liveness.touch()
+        assert liveness.main() == 0
+        old = time.time() - 61
+        os.utime(path, (old, old))
+        assert liveness.main() == 1  # a consumer that stopped beating
+        monkeypatch.delenv("SITUATE_LIVENESS_FILE")
+        get_settings.cache_clear()
+        assert liveness.main() == 2  # not configured: said, not passed
+    finally:
+        get_settings.cache_clear()
 
 
 def test_task_names_say_their_stage_and_match_their_python_names():

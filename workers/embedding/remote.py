@@ -18,6 +18,7 @@ import numpy as np
 
 from workers import faults, models
 from workers.embedding.base import unit
+from workers.errors import ConfigurationError
 from workers.settings import get_settings
 
 
@@ -43,7 +44,11 @@ def _policy(query: bool) -> faults.Policy | None:
 
 
 def voyage_client() -> Any:
-    import voyageai.client
+    try:
+        import voyageai.client
+    except ImportError:
+        raise ConfigurationError("the voyage embedders need Voyage's SDK: pip install 'situate[voyage]' "
+                                 "(the image: build it with --build-arg EXTRAS=voyage)") from None
 
     s = get_settings()
     return voyageai.client.Client(max_retries=0, timeout=s.provider_timeout_s, base_url=s.voyage_base_url or None)

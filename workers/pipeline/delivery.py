@@ -38,7 +38,7 @@ from celery import bootsteps
 from celery.worker import state as worker_state
 from celery.worker.request import Request
 
-from workers.pipeline import fair, guard, presence
+from workers.pipeline import fair, guard, liveness, presence
 from workers.settings import get_settings
 from workers.storage import broker, deliveries, states
 
@@ -216,6 +216,7 @@ class Heartbeat(bootsteps.StartStopStep):
 
     def start(self, c: Any) -> None:
         def beat() -> None:
+            liveness.touch()
             heartbeat()
             try:
                 presence.announce(c)
@@ -227,6 +228,7 @@ class Heartbeat(bootsteps.StartStopStep):
                 except Exception as e:  # noqa: BLE001 - a heartbeat duty must never stop the heartbeat
                     log.warning("heartbeat duty %s: %s: %s", getattr(duty, "__name__", duty), type(e).__name__, e)
 
+        liveness.touch()
         try:  # online at once, not a heartbeat later
             presence.announce(c)
         except guard.TRANSIENT:

@@ -47,6 +47,20 @@ def unacked() -> Iterator[Any]:
         yield json.loads(value)[0]
 
 
+def unacked_by_queue() -> dict[str, int]:
+    """Deliveries held by workers, per queue (the routing key Kombu keeps beside each message).
+    Prefetched messages are among them: a worker that took them has not done them."""
+    counts: dict[str, int] = {}
+    for _, value in redis_client().hscan_iter(keys.KOMBU_UNACKED, count=1000):
+        try:
+            queue = json.loads(value)[2]
+        except (ValueError, IndexError, TypeError):
+            continue
+        if isinstance(queue, str):
+            counts[queue] = counts.get(queue, 0) + 1
+    return counts
+
+
 def unacked_summary(now: float | None = None) -> dict[str, Any]:
     """How many deliveries workers hold, and how long ago the oldest one's holder last moved it."""
     r, now = redis_client(), now or time.time()
