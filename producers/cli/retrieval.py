@@ -229,12 +229,14 @@ def print_differences(before: str, after: str, differences: dict[str, list[Any]]
     for subset, found in differences.items():
         who = {"all": "all questions", "person": "questions a person labelled",
                "generated": "questions a model generated"}[subset]
-        table = Table("metric", before, after, "difference", "95% interval", "noise?", "questions needed",
+        table = Table("metric", before, after, "difference", "95% interval", "noise?", "documents (questions) needed",
                       title=f"{safe(before)} -> {safe(after)}, {who} (paired, clustered by document)")
         for d in found:
             table.add_row(d.metric, f"{d.before:.2f}", f"{d.after:.2f}", f"{d.difference:+.2f}",
-                          f"{d.low:+.2f} to {d.high:+.2f}", "within the noise" if d.within_noise else "more than noise",
-                          "-" if d.questions_needed is None else f"{d.questions_needed:,}")
+                          "-" if d.too_few_documents else f"{d.low:+.2f} to {d.high:+.2f}",
+                          "too few documents" if d.too_few_documents else
+                          "within the noise" if d.within_noise else "more than noise",
+                          "-" if d.documents_needed is None else f"{d.documents_needed:,} ({d.questions_needed:,})")
         out.print(table, width=max(out.width, 150))
         headline = next((d for d in found if d.metric in ("Pass@10", "page@10")), found[0])
         out.print(headline.sentence(), highlight=False)

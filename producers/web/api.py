@@ -55,7 +55,7 @@ from workers import allowlist, errors, lifecycle
 from workers.documents.validation import RawDocument
 from workers.pipeline.routing import all_queues
 from workers.settings import get_settings
-from workers.storage import capacity, catalog, chunk_index, states
+from workers.storage import capacity, catalog, chunk_index, health, states
 
 log = logging.getLogger("situate.api")
 
@@ -190,15 +190,7 @@ def healthz() -> dict[str, str]:
 def readyz() -> JSONResponse:
     """Readiness: Redis and OpenSearch answer, so a search sent now is served (503 with the
     one that does not, and no traffic sent here until both do)."""
-    from workers.connections import opensearch_client, redis_client
-
-    down = {}
-    for name, ping in (("redis", lambda: redis_client().ping()), ("opensearch", lambda: opensearch_client().ping())):
-        try:
-            if not ping():
-                down[name] = "no answer"
-        except Exception as e:  # noqa: BLE001 - any failure is "not ready", said with its kind
-            down[name] = type(e).__name__
+    down = health.unreachable()
     return JSONResponse({"status": "unavailable", "down": down} if down else {"status": "ready"},
                         status_code=503 if down else 200)
 

@@ -19,8 +19,19 @@ def api_url():
     assert TOKEN not in api.output(), "the API token leaked into the server's log"
 
 
+def test_readiness_names_the_store_that_is_away():
+    api = Api(env={"SITUATE_API_TOKEN": TOKEN, "SITUATE_OPENSEARCH_URL": "http://127.0.0.1:9"})  # nothing listens
+    try:
+        assert httpx.get(f"{api.url}/healthz").status_code == 200  # alive: nothing to restart
+        reply = httpx.get(f"{api.url}/readyz", timeout=60)
+        assert reply.status_code == 503 and set(reply.json()["down"]) == {"opensearch"}
+    finally:
+        api.stop()
+
+
 def test_auth_required_except_healthz(api_url, collection_name):
     assert httpx.get(f"{api_url}/healthz").json() == {"status": "ok"}
+    assert httpx.get(f"{api_url}/readyz").json() == {"status": "ready"}
     r = httpx.post(f"{api_url}/v1/collections/{collection_name}/search", json={"query": "x"})
     assert r.status_code == 401
     r = httpx.get(f"{api_url}/v1/collections/{collection_name}/documents/a",

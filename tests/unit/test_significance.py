@@ -15,7 +15,7 @@ def test_a_one_question_difference_in_thirty_is_within_the_noise() -> None:
     d = significance.paired("Pass@10", before, after, [f"doc{i}" for i in range(30)])
     assert round(d.difference, 2) == 3.33 and d.within_noise
     assert d.questions_needed and d.questions_needed > 100
-    assert "within the noise" in d.sentence() and "questions to be told from noise" in d.sentence()
+    assert "within the noise" in d.sentence() and "documents (236 questions) to be told from noise" in d.sentence()
 
 
 def test_a_large_consistent_gain_is_more_than_noise() -> None:
@@ -44,6 +44,42 @@ def test_no_difference_needs_no_questions_and_the_report_is_the_same_each_time()
     assert same.difference == 0 and same.within_noise and same.questions_needed is None
     runs = {significance.paired("Pass@10", [0.0, 1, 0, 1], [1.0, 1, 1, 0], ["a", "b", "c", "d"]).low for _ in range(3)}
     assert len(runs) == 1
+
+
+def null_evaluation(rng: random.Random, documents: int) -> significance.Difference:
+    """Two configurations with no true difference: documents of varied difficulty (some nearly
+    always found, some nearly never), 2 to 12 questions each, and a per-document quirk shared
+    by both sides, so the questions of one document move together."""
+    before: list[float] = []
+    after: list[float] = []
+    clusters: list[str] = []
+    for doc in range(documents):
+        difficulty = rng.betavariate(0.7, 0.7)
+        for _ in range(rng.randint(2, 12)):
+            p = min(1.0, max(0.0, difficulty + rng.gauss(0, 0.15)))
+            before.append(float(rng.random() < p))
+            after.append(float(rng.random() < p))
+            clusters.append(f"d{doc}")
+    return significance.paired("Pass@10", before, after, clusters)
+
+
+def test_no_true_difference_is_called_real_at_most_about_five_times_in_a_hundred() -> None:
+    """The interval's promise, checked under the null: 2,000 evaluations at each size."""
+    rng = random.Random(7)
+    rates = {}
+    for documents in (3, 5, 10, 30):
+        called = sum(not null_evaluation(rng, documents).within_noise for _ in range(2000))
+        rates[documents] = called / 2000
+    print("false 'more than noise' rate by documents:", rates)
+    assert all(rate <= 0.06 for docs, rate in rates.items() if docs >= 5), rates
+    assert rates[3] <= 0.07, rates
+
+
+def test_one_document_is_too_few_to_tell() -> None:
+    before, after = [0.0] * 7, [1.0, 1, 0, 0, 0, 0, 0]
+    d = significance.paired("Pass@10", before, after, ["only"] * 7)
+    assert d.too_few_documents and d.within_noise and "too few documents to tell" in d.sentence()
+    assert d.to_json()["too_few_documents"] is True
 
 
 def test_person_and_generated_labels_are_compared_apart() -> None:
