@@ -39,14 +39,15 @@ def import_(file: Path = typer.Argument(..., exists=True, dir_okay=False),
 
     config = existing(collection)
     try:
-        kept, problems = labelling.import_lines(config, labelling.read_file(file), source)
+        counts, problems = labelling.import_lines(config, labelling.read_file(file), source)
     except errors.QueryFileError as e:
         fail(str(e))
     for p in problems[:20]:
         out.print(f"[yellow]not kept[/yellow] {safe(p)}", highlight=False)
-    out.print(f"{kept:,} labels kept in {safe(collection)}" + (f", {len(problems):,} lines not kept" if problems else ""),
-              highlight=False)
-    if problems and not kept:
+    out.print(f"{counts['new']:,} labels added to {safe(collection)}, {counts['replaced']:,} generated labels "
+              f"replaced, {counts['kept']:,} lines left out: a person labelled those questions already"
+              + (f"; {len(problems):,} lines not read" if problems else ""), highlight=False)
+    if problems and not (counts["new"] or counts["replaced"]):
         raise typer.Exit(1)
 
 

@@ -26,7 +26,7 @@ def pilot(
                                     "NAME; default: pilot-<folder>)."),
     queries: Path | None = typer.Option(None, "--queries", exists=True, dir_okay=False,
                                         help="Labelled questions (situate eval's format) instead of generated ones."),
-    fmt: str = typer.Option("jsonl", "--format", help="--queries' format: jsonl | cookbook"),
+    fmt: str = typer.Option("auto", "--format", help="--queries' format: auto (each line's keys decide) | jsonl | cookbook"),
     count: int = typer.Option(40, "--count", min=1, max=2000, help="Questions to generate."),
     contextualizer: str | None = typer.Option(None, help="The contexts to try (default: the offline default)."),
     model: str | None = typer.Option(None, help="Their model."),

@@ -111,7 +111,7 @@ def eval_cmd(
     names: list[str] = typer.Option([], "--collection", "-c",
                                     help="Repeat to compare collections (e.g. plain, then contextual)."),
     queries: Path | None = typer.Option(None, "--queries", exists=True, dir_okay=False),
-    fmt: str = typer.Option("cookbook", "--format", help="cookbook | jsonl"),
+    fmt: str = typer.Option("auto", "--format", help="auto (each line's keys decide) | cookbook | jsonl"),
     suites_file: Path | None = typer.Option(
         None, "--suites", exists=True, dir_okay=False,
         help="several corpora at once (YAML: name -> queries, format, collections by role); a table per "
@@ -324,7 +324,7 @@ def _eval_suites(path: Path, spec: str, chosen_reranker: str, overrides: dict[st
 def tune(
     collection: str = typer.Option(..., "--collection", "-c"),
     queries: Path = typer.Option(..., "--queries", exists=True, dir_okay=False),
-    fmt: str = typer.Option("cookbook", "--format", help="cookbook | jsonl"),
+    fmt: str = typer.Option("auto", "--format", help="auto (each line's keys decide) | cookbook | jsonl"),
     folds: int = typer.Option(5, min=2, max=20, help="cross-validation folds"),
     reranker: str | None = typer.Option(None, "--reranker",
                                            help="also try each setting reranked by this (none | voyage | bedrock | "

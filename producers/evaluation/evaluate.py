@@ -111,35 +111,46 @@ class EvalResult:
         return out
 
 
-def load_queries(path: Path, fmt: str = "cookbook") -> list[LabelledQuery]:
-    """``cookbook``: the cookbook's evaluation_set.jsonl; ``jsonl``: one
+def load_queries(path: Path, fmt: str = "auto") -> list[LabelledQuery]:
+    """``cookbook``: the cookbook's evaluation_set.jsonl (``golden_chunk_uuids``); ``jsonl``: one
     ``{"query": ..., "gold": [{"doc_id": ..., "chunk": n} | {"doc_id": ..., "text": ...} |
     {"doc_id": ..., "page": n}]}`` per line, with ``"source": "person" | "generated"`` when known
-    (other fields are ignored)."""
+    (other fields are ignored: ``situate labels export``'s ``not_relevant`` among them); ``auto``
+    (the default): each line's own keys decide. A question whose hits were all marked not
+    relevant grades nothing and is skipped."""
+    if fmt not in ("auto", "cookbook", "jsonl"):
+        raise QueryFileError(f"unknown query format {fmt!r}: auto, cookbook or jsonl")
     out = []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
-            if fmt == "cookbook":
+            kind = fmt
+            if kind == "auto":
+                kind = ("cookbook" if isinstance(row, dict) and "golden_chunk_uuids" in row
+                        else "jsonl" if isinstance(row, dict) and "gold" in row else "")
+                if not kind:
+                    raise QueryFileError(f"{path}:{number}: not a labelled query: a line has \"query\" with "
+                                         "\"gold\" (situate labels export, jsonl) or \"golden_chunk_uuids\" (cookbook)")
+            if kind == "cookbook":
                 pairs = row["golden_chunk_uuids"]
                 if isinstance(pairs, str):
                     pairs = ast.literal_eval(pairs)
                 gold = [Gold(str(d), int(n)) for d, n in pairs]
-            elif fmt == "jsonl":
+            else:
                 gold = [Gold(str(g["doc_id"]), int(g["chunk"])) if g.get("chunk") is not None
                         else Gold(str(g["doc_id"]), page=int(g["page"])) if g.get("page") is not None
                         else Gold(str(g["doc_id"]), text=str(g["text"])) for g in row["gold"]]
-            else:
-                raise QueryFileError(f"unknown query format {fmt!r}: cookbook or jsonl")
             query = str(row["query"])
-            group = row.get("group", row.get("doc_type")) if fmt == "jsonl" else None
-            source = row.get("source") if fmt == "jsonl" else None
+            group = row.get("group", row.get("doc_type")) if kind == "jsonl" else None
+            source = row.get("source") if kind == "jsonl" else None
         except QueryFileError:
             raise
         except (ValueError, KeyError, TypeError, SyntaxError) as e:
             raise QueryFileError(f"{path}:{number}: not a labelled query ({type(e).__name__}: {e})") from None
+        if not gold and kind == "jsonl" and row.get("not_relevant"):
+            continue
         if not gold:
             raise QueryFileError(f"{path}:{number}: a query needs at least one golden chunk")
         out.append(LabelledQuery(query, gold, None if group is None else str(group),

@@ -18,8 +18,8 @@ from workers.errors import CollectionError, QueryFileError
 from workers.storage import chunk_index, labels
 from workers.storage.catalog import CollectionConfig
 
-MAX_QUERY_CHARS = 2000
-MAX_GOLD = 50
+MAX_QUERY_CHARS = 4096  # as long as a search's query (SearchIn)
+MAX_GOLD = labels.MAX_GOLD
 
 
 def answer(config: CollectionConfig, doc_id: str, chunk: int) -> dict[str, Any]:
@@ -35,7 +35,9 @@ def add(config: CollectionConfig, query: str, gold: list[dict[str, Any]], source
         not_relevant: list[dict[str, Any]] | None = None, merge: bool = True) -> dict[str, Any]:
     """Keep a labelled question: ``gold`` and ``not_relevant`` name hits ``{"doc_id", "chunk"}`` (or
     carry their ``text`` already: an import's passages). ``merge``: a question labelled before keeps
-    its other answers (marking hits one at a time on the search page)."""
+    its other answers (marking hits one at a time on the search page); else the label replaces a
+    generated one (an import). Returns the label as kept, with ``outcome`` (``labels.OUTCOMES``:
+    ``kept`` when a person's label of the question was left as it was)."""
     query = " ".join(str(query).split())
     if not query or len(query) > MAX_QUERY_CHARS:
         raise CollectionError(f"a label needs a question of 1 to {MAX_QUERY_CHARS:,} characters")
@@ -43,16 +45,11 @@ def add(config: CollectionConfig, query: str, gold: list[dict[str, Any]], source
         raise CollectionError(f"source must be one of {labels.SOURCES}, not {source!r}")
     answers = [_resolved(config, g) for g in gold]
     rejected = [_resolved(config, g) for g in (not_relevant or [])]
-    before = labels.get(config.name, labels.label_id(query)) if merge else None
-    if before:
-        answers = _union(before.get("gold", []), answers, drop=rejected)
-        rejected = _union(before.get("not_relevant", []), rejected, drop=answers)
     if not answers and not rejected:
         raise CollectionError("a label needs at least one hit marked relevant or not")
-    if len(answers) > MAX_GOLD:
-        raise CollectionError(f"a question has {MAX_GOLD} answers at most")
-    return labels.put(config.name, {"query": query, "gold": answers, "not_relevant": rejected, "source": source,
-                                    "by": by})
+    outcome, kept = labels.put(config.name, {"query": query, "gold": answers, "not_relevant": rejected,
+                                             "source": source, "by": by}, merge=merge)
+    return {**kept, "outcome": outcome}
 
 
 def _resolved(config: CollectionConfig, g: dict[str, Any]) -> dict[str, Any]:
@@ -68,29 +65,22 @@ def _resolved(config: CollectionConfig, g: dict[str, Any]) -> dict[str, Any]:
     raise CollectionError(f"an answer in {g['doc_id']!r} names no chunk, text or page")
 
 
-def _key(g: dict[str, Any]) -> tuple[str, Any]:
-    return g["doc_id"], g.get("chunk") if g.get("chunk") is not None else g.get("text") or g.get("page")
-
-
-def _union(old: list[dict[str, Any]], new: list[dict[str, Any]], drop: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    gone = {_key(g) for g in drop}
-    out = {_key(g): g for g in old if _key(g) not in gone}
-    out.update({_key(g): g for g in new})
-    return list(out.values())
-
-
 def export_lines(collection: str, source: str | None = None) -> Iterator[str]:
-    """``situate eval``'s label format, a question a line, with its source."""
+    """``situate eval``'s label format, a question a line, with its source and its hits marked not
+    relevant (a question with only those is exported too: ``situate eval`` skips it, an import
+    keeps it)."""
     for label in labels.all_of(collection, source):
-        if label.get("gold"):  # a question whose every hit was marked not relevant grades nothing
-            yield json.dumps(labels.exported(label), ensure_ascii=False)
+        yield json.dumps(labels.exported(label), ensure_ascii=False)
 
 
 def import_lines(config: CollectionConfig, lines: Iterable[str], source: str | None = None, by: str = "import"
-                 ) -> tuple[int, list[str]]:
+                 ) -> tuple[dict[str, int], list[str]]:
     """Labels in ``situate eval``'s format (``jsonl``: ``{"query", "gold": [...]}``, a ``source``
-    kept when the line has one); how many were kept, and why each other line was not."""
-    kept, problems = 0, []
+    kept when the line has one). Returns how many lines were new labels, replaced a generated
+    label, or were left out because a person labelled that question already (``kept``), and why
+    each other line was not read."""
+    counts = {"new": 0, "replaced": 0, "kept": 0}
+    problems = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -98,12 +88,12 @@ def import_lines(config: CollectionConfig, lines: Iterable[str], source: str | N
             row = json.loads(line)
             if not isinstance(row, dict) or not isinstance(row.get("gold"), list):
                 raise ValueError('expected {"query": ..., "gold": [...]}')
-            add(config, row["query"], row["gold"], source=row.get("source") or source or "person",
-                by=row.get("by") or by, merge=False)
-            kept += 1
+            stored = add(config, row["query"], row["gold"], source=row.get("source") or source or "person",
+                         by=row.get("by") or by, not_relevant=row.get("not_relevant") or [], merge=False)
+            counts[stored["outcome"]] += 1
         except (ValueError, KeyError, TypeError, CollectionError) as e:
             problems.append(f"line {number}: {e}")
-    return kept, problems
+    return counts, problems
 
 
 def read_file(path: Path) -> list[str]:

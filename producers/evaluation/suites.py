@@ -55,7 +55,7 @@ def load_suites(path: Path) -> list[Suite]:
         if not isinstance(entry, dict) or "queries" not in entry or not isinstance(entry.get("collections"), dict):
             raise QueryFileError(f"{path}: corpus {name!r} needs 'queries' and 'collections' (role: collection)")
         queries = (path.parent / entry["queries"]).resolve()
-        suites.append(Suite(str(name), load_queries(queries, entry.get("format", "cookbook")),
+        suites.append(Suite(str(name), load_queries(queries, entry.get("format", "auto")),
                             {str(role): str(c) for role, c in entry["collections"].items()}, queries))
     return suites
 

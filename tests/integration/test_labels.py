@@ -66,7 +66,7 @@ def test_labels_posted_exported_imported_and_evaluated_round_trip_without_loss(a
     path.write_text(exported.stdout)
     assert httpx.delete(base, headers=headers).json() == {"deleted": 3}
     imported = run_cli("labels", "import", "-c", harbour, str(path))
-    assert imported.returncode == 0 and "3 labels kept" in imported.stdout, imported.stdout + imported.stderr
+    assert imported.returncode == 0 and "3 labels added" in imported.stdout, imported.stdout + imported.stderr
     again = [json.loads(x) for x in run_cli("labels", "export", "-c", harbour).stdout.splitlines()]
 
     def comparable(rows: list[dict]) -> list[tuple]:
@@ -74,13 +74,65 @@ def test_labels_posted_exported_imported_and_evaluated_round_trip_without_loss(a
 
     assert comparable(again) == comparable(lines), "exported, imported and exported again: the same labels"
 
-    evaluated = run_cli("eval", "-c", harbour, "--queries", str(path), "--format", "jsonl", "--configs", "bm25,hybrid",
-                        "--json")
+    # The export read back as it is: no --format (each line's keys decide)
+    evaluated = run_cli("eval", "-c", harbour, "--queries", str(path), "--configs", "bm25,hybrid", "--json")
     assert evaluated.returncode == 0, evaluated.stderr
     report = json.loads(evaluated.stdout)
     assert {r["config"] for r in report["results"]} == {"bm25", "hybrid"}
     assert report["results"][1]["pass@10"] == 100.0  # every answer found by its text among 8 chunks
     assert {d["metric"] for d in report["differences"]["all"]} >= {"Pass@10", "MRR@10"}
+
+
+def test_marks_posted_at_once_on_one_question_all_survive(api, harbour):
+    """Each mark is merged into its question's label in one Redis script: ten posted at once, ten
+    kept, in each of 20 trials."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    headers = {"Authorization": f"Bearer {ADMIN}"}
+    base = f"{api.url}/v1/collections/{harbour}/labels"
+    kept = []
+    with httpx.Client(headers=headers, timeout=60) as client, ThreadPoolExecutor(10) as pool:
+        for trial in range(20):
+            query = f"what did the harbour keep in trial {trial}"
+
+            def mark(i: int, query: str = query) -> int:
+                answer = {"doc_id": "harbour-lighthouse", "text": f"passage {i} of the lighthouse register"}
+                body = {"query": query, "gold": [answer]} if i % 2 else {"query": query, "not_relevant": [answer]}
+                return client.post(base, json=body).status_code
+
+            assert set(pool.map(mark, range(10))) == {201}
+            label = next(x for x in client.get(base).json()["labels"] if x["query"] == query)
+            kept.append(len(label["gold"]) + len(label["not_relevant"]))
+    assert kept == [10] * 20, kept
+
+
+def test_a_persons_label_is_never_relabelled_by_a_generated_twin_or_an_import(api, harbour, tmp_path):
+    headers = {"Authorization": f"Bearer {ADMIN}"}
+    base = f"{api.url}/v1/collections/{harbour}/labels"
+    mark = {"doc_id": "harbour-customs", "chunk": 0}
+    assert httpx.post(base, json={"query": "Who paid duties on salt?", "gold": [mark]}, headers=headers).status_code == 201
+    twin = httpx.post(base, json={"query": "WHO PAID DUTIES ON SALT?", "gold": [{"doc_id": "harbour-pilots", "chunk": 0}],
+                                  "source": "generated"}, headers=headers).json()
+    assert twin["outcome"] == "kept" and twin["source"] == "person"
+    assert [g["doc_id"] for g in twin["gold"]] == ["harbour-customs"], "the person's marks, unchanged"
+    assert httpx.delete(f"{base}?source=generated", headers=headers).json() == {"deleted": 0}
+    only_not = httpx.post(base, json={"query": "maps of the market", "not_relevant": [mark]}, headers=headers)
+    assert only_not.status_code == 201
+    exported = run_cli("labels", "export", "-c", harbour).stdout.splitlines()
+    rows = {json.loads(x)["query"]: json.loads(x) for x in exported}
+    assert rows["maps of the market"]["gold"] == [] and rows["maps of the market"]["not_relevant"][0]["doc_id"] == mark["doc_id"]
+    # An import over the person's label leaves it, and says so; over a generated label, replaces it.
+    httpx.post(base, json={"query": "the yard's schooners", "gold": [{"doc_id": "harbour-shipyard", "chunk": 0}],
+                           "source": "generated"}, headers=headers)
+    path = tmp_path / "in.jsonl"
+    path.write_text("\n".join(json.dumps({"query": q, "gold": [{"doc_id": "harbour-pilots", "chunk": 1}]})
+                              for q in ("who paid duties on salt?", "the yard's schooners", "a new question")))
+    imported = run_cli("labels", "import", "-c", harbour, str(path))
+    assert imported.returncode == 0, imported.stderr
+    assert "1 labels added" in imported.stdout and "1 generated labels replaced" in imported.stdout
+    assert "1 lines left out" in imported.stdout
+    person = [x for x in httpx.get(base, headers=headers).json()["labels"] if x["query"] == "Who paid duties on salt?"]
+    assert person and [g["doc_id"] for g in person[0]["gold"]] == ["harbour-customs"]
 
 
 def test_generated_questions_drop_those_that_copy_their_chunk_and_go_on_the_bill(harbour, standin):

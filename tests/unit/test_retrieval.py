@@ -141,6 +141,24 @@ def test_eval_reports_each_group_of_queries_apart(tmp_path):
     assert result.summary()["groups"]["Guidebook"]["page@10"] == 50.0
 
 
+def test_label_files_are_read_as_they_are_without_a_format(tmp_path):
+    """A cookbook line and an export's line (with its not-relevant marks) in one file; a question
+    with only not-relevant marks skipped; a line of neither kind named with both formats' keys."""
+    from producers.evaluation.evaluate import load_queries
+    from workers.errors import QueryFileError
+
+    path = tmp_path / "mixed.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in [
+        {"query": "q1", "golden_chunk_uuids": [["a", 0]]},
+        {"query": "q2", "gold": [{"doc_id": "b", "text": "words"}], "not_relevant": [{"doc_id": "c", "chunk": 1}]},
+        {"query": "q3", "gold": [], "not_relevant": [{"doc_id": "c", "chunk": 2}]}]))
+    assert [(q.query, q.gold[0].doc_id) for q in load_queries(path)] == [("q1", "a"), ("q2", "b")]
+    path.write_text(json.dumps({"query": "q", "answers": []}))
+    with pytest.raises(QueryFileError, match="golden_chunk_uuids") as e:
+        load_queries(path)
+    assert '"gold"' in str(e.value)
+
+
 def test_the_knn_query_keeps_more_of_the_graph_in_view_than_it_returns():
     """At ef_search = k (OpenSearch's default) HNSW missed every one of the 20 nearest chunks for
     a FinanceBench question; the query asks for ``EF_SEARCH`` (and never less than k)."""

@@ -5,7 +5,9 @@ who wrote it (a person on the search page, an import, or a model: ``source``), b
 answer is kept with its chunk's text beside its number: after a reindex cuts the document another
 way the number means another chunk, and the evaluation finds the answer by its words instead (a
 hit of the same document holding half of them: ``evaluation.evaluate.TEXT_MATCH``). A collection
-keeps at most ``SITUATE_MAX_LABELS``; a label with the same question replaces the one before.
+keeps at most ``SITUATE_MAX_LABELS``. One question is one label: a mark on it is merged into
+it in one script (``labels_put.lua``), so marks posted at once all survive; a person's label is
+never merged with a generated twin nor replaced by an import (the twin is dropped, and counted).
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ from workers.settings import get_settings
 from workers.storage.scripts import script
 
 SOURCES = ("person", "generated")
+MAX_GOLD = 50           # answers one label holds
+MAX_NOT_RELEVANT = 200  # hits marked not relevant one label holds
+OUTCOMES = ("new", "merged", "replaced", "kept")
 
 
 class TooManyLabels(CollectionError):
@@ -33,25 +38,42 @@ def label_id(query: str) -> str:
     return hashlib.sha256(" ".join(query.lower().split()).encode()).hexdigest()[:16]
 
 
-def put(collection: str, label: dict[str, Any]) -> dict[str, Any]:
-    """Keep ``label`` (``query``, ``gold`` [{doc_id, chunk, text}], ``source``, ``by``, optional
-    ``not_relevant``); its id and time are set here. Raises ``TooManyLabels`` past the bound."""
+def put(collection: str, label: dict[str, Any], merge: bool = True) -> tuple[str, dict[str, Any]]:
+    """Keep ``label`` (``query``, ``gold`` [{doc_id, chunk, text}], ``not_relevant``, ``source``,
+    ``by``); its id and time are set here. ``merge``: its marks join the question's (the search
+    page); else it replaces a generated label of the question (an import's line). Returns the
+    outcome (``OUTCOMES``) and the label as kept. Raises ``TooManyLabels`` past the collection's
+    bound, ``CollectionError`` past a label's."""
     stored = {**label, "id": label_id(label["query"]), "at": round(time.time(), 3)}
     limit = get_settings().max_labels
-    if not script("labels_add")(keys=[keys.labels(collection)], args=[stored["id"], json.dumps(stored), limit]):
+    outcome, kept = script("labels_put")(keys=[keys.labels(collection)], args=[
+        stored["id"], json.dumps(stored), limit, "merge" if merge else "replace", MAX_GOLD, MAX_NOT_RELEVANT])
+    if outcome == "full":
         raise TooManyLabels(f"collection {collection!r} keeps {limit:,} labels at most (SITUATE_MAX_LABELS): "
                             "delete some first")
-    return stored
+    if outcome == "too_many":
+        raise CollectionError(f"a question keeps {MAX_GOLD} answers and {MAX_NOT_RELEVANT} hits marked not relevant "
+                              "at most")
+    return outcome, _as_read(kept)
+
+
+def _as_read(raw: str) -> dict[str, Any]:
+    """A stored label; its lists as lists (Redis's Lua JSON writes an empty list as ``{}``)."""
+    label: dict[str, Any] = json.loads(raw)
+    for name in ("gold", "not_relevant"):
+        if not isinstance(label.get(name), list):
+            label[name] = []
+    return label
 
 
 def get(collection: str, label: str) -> dict[str, Any] | None:
     raw = cast("str | None", redis_client().hget(keys.labels(collection), label))
-    return json.loads(raw) if raw else None
+    return _as_read(raw) if raw else None
 
 
 def all_of(collection: str, source: str | None = None) -> list[dict[str, Any]]:
     """Every label of the collection (of one source), oldest first."""
-    found = [json.loads(raw) for raw in cast("dict[str, str]", redis_client().hgetall(keys.labels(collection))).values()]
+    found = [_as_read(raw) for raw in cast("dict[str, str]", redis_client().hgetall(keys.labels(collection))).values()]
     return sorted((x for x in found if source is None or x.get("source") == source), key=lambda x: x.get("at", 0))
 
 
@@ -73,12 +95,16 @@ def forget_collection(collection: str) -> None:
 
 
 def exported(label: dict[str, Any]) -> dict[str, Any]:
-    """A label in ``situate eval``'s format: ``{"query", "gold": [{"doc_id", "text"}], "source"}``.
-    The answer is given by its text (the half-the-words rule), so it survives a reindex; the chunk
-    number it had goes along as ``chunk_at_label`` for a reader."""
-    gold = [{"doc_id": g["doc_id"], "text": g["text"], "chunk_at_label": g.get("chunk")} if g.get("text")
-            else {"doc_id": g["doc_id"], "chunk": g["chunk"]} for g in label["gold"]]
-    out = {"query": label["query"], "gold": gold, "source": label.get("source", "person")}
+    """A label in ``situate eval``'s format: ``{"query", "gold": [{"doc_id", "text"}], "not_relevant",
+    "source"}``. An answer is given by its text (the half-the-words rule), so it survives a
+    reindex; the chunk number it had goes along as ``chunk_at_label`` for a reader."""
+    def marks(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{"doc_id": g["doc_id"], "text": g["text"], "chunk_at_label": g.get("chunk")} if g.get("text")
+                else {"doc_id": g["doc_id"], "chunk": g["chunk"]} if g.get("chunk") is not None
+                else {"doc_id": g["doc_id"], "page": g.get("page")} for g in found]
+
+    out = {"query": label["query"], "gold": marks(label.get("gold") or []),
+           "not_relevant": marks(label.get("not_relevant") or []), "source": label.get("source", "person")}
     for key in ("by", "at", "id"):
         if label.get(key) is not None:
             out[key] = label[key]
