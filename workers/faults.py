@@ -192,6 +192,10 @@ def for_documents() -> Policy:
 
 # A search: a person is waiting, and the search answers 503 rather than hang.
 QUERY = Policy(patience_s=20.0, rate_limit_patience_s=20.0, max_attempts=4)
+# Questions generated for labels (``situate labels generate``): a person at a terminal. A model
+# that cannot be reached ends the run after this, rather than each sampled chunk waiting out a
+# document's patience (120 chunks at 900 s: 30 hours to fail).
+GENERATION = Policy(patience_s=60.0, rate_limit_patience_s=180.0)
 
 
 def backoff(failures: int) -> float:

@@ -82,7 +82,10 @@ def generate(collection: str = typer.Option(..., "--collection", "-c"),
         if sys.stderr.isatty():
             print(f"\r{n}/{count} chunks asked", end="", file=sys.stderr, flush=True)
 
-    result = generation.generate(config, count, write, seed, record, progress)
+    try:
+        result = generation.generate(config, count, write, seed, record, progress)
+    except errors.ProviderUnavailable as e:
+        fail(str(e))
     if sys.stderr.isatty():
         print(file=sys.stderr)
     if json_output:

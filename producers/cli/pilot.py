@@ -90,7 +90,10 @@ def pilot(
         except (errors.ConfigurationError, errors.CollectionError, errors.LLMError, ValueError) as e:
             fail(f"{e}\n(or give labelled questions: --queries FILE)")
         say(f"{write.model} writes {count} questions")
-        result = generation.generate(contextual, count, write)
+        try:
+            result = generation.generate(contextual, count, write)
+        except errors.ProviderUnavailable as e:
+            fail(f"{e}\n(or give labelled questions: --queries FILE)")
         generated = result.to_json()
         if not result.kept:
             fail(f"no question kept of {result.asked} asked ({result.dropped_copied} repeated their chunk's words, "

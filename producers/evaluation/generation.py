@@ -118,7 +118,7 @@ class _ApiWriter:
         from workers.contextualizers.llm.providers import Prompt
 
         answer = faults.call(lambda: self.provider.call(Prompt(None, False, user, system=system), MAX_OUTPUT_TOKENS, None),
-                             self.provider_name)
+                             self.provider_name, faults.GENERATION)
         cost = models.cost_usd(self.spec, answer.input_tokens, answer.cache_write_tokens, answer.cache_read_tokens,
                                answer.output_tokens)
         return answer.text, {"model": self.model, "input_tokens": answer.input_tokens, "cache_write_tokens": 0,
@@ -197,10 +197,16 @@ def question_prompt(chunk: dict[str, Any]) -> str:
     return ASK.format(where=where, chunk=text)
 
 
+# A model's lead-in before its question ("Sure, here is a question:", "Here's one about ...:").
+LEAD_IN = re.compile(r"^(?:(?:sure|certainly|of course|okay|ok)\b[^:?]{0,60}?[:.!,]\s*)?"
+                     r"(?:here(?:'s| is)\b[^:?]{0,80}:\s*)?", re.I)
+
+
 def cleaned(answer: str) -> str:
-    """The model's answer as one question: a label ("Question:"), quotes and anything after the
-    first question mark taken off."""
+    """The model's answer as one question: a lead-in ("Sure, here is a question:"), a label
+    ("Question:"), quotes and anything after the first question mark taken off."""
     text = " ".join(answer.split())
+    text = LEAD_IN.sub("", text)
     text = re.sub(r"^(question|q)\s*[:.]\s*", "", text, flags=re.I).strip(" \"'“”")
     return text.split("?")[0].strip(" \"'“”") + "?" if "?" in text else text
 
@@ -234,7 +240,10 @@ def generate(config: CollectionConfig, count: int, write: Writer, seed: int = 0,
         t0 = time.monotonic()
         try:
             answer, usage = write.write(SYSTEM, question_prompt(chunk))
-        except (LLMError, ProviderRefused, ProviderUnavailable):
+        except ProviderUnavailable as e:  # unreachable past GENERATION's patience: the next chunk would wait as long
+            raise ProviderUnavailable(f"generation stopped after {result.asked} of {count} chunks, {result.kept} questions "
+                                      f"kept: {write.model} could not be reached ({e})") from None
+        except (LLMError, ProviderRefused):  # this chunk's answer only
             result.failed += 1
             continue
         finally:

@@ -21,6 +21,36 @@ def test_answers_are_cleaned_to_one_question() -> None:
     assert not generation.is_question("Why?")
 
 
+def test_a_models_lead_in_is_taken_off() -> None:
+    for said in ("Sure, here is a question: How much did revenue grow?", "Here's a question about the report: "
+                 "How much did revenue grow?", "Certainly! Here is one: How much did revenue grow?"):
+        assert generation.cleaned(said) == "How much did revenue grow?", said
+    assert generation.cleaned("What does sure mean here?") == "What does sure mean here?"
+
+
+def test_a_model_that_cannot_be_reached_ends_generation_at_the_first_chunk(monkeypatch) -> None:
+    """Not each sampled chunk waiting out the patience in turn: one clear error."""
+    import pytest
+
+    from workers.errors import ProviderUnavailable
+    from workers.storage.catalog import CollectionConfig
+
+    chunks = [{"doc_id": f"d{i}", "chunk": 0, "text": CHUNK, "opening": ""} for i in range(120)]
+    monkeypatch.setattr(generation, "sample", lambda config, count, seed=0: chunks[:count])
+
+    class Unreachable:
+        model = "claude-test"
+        calls = 0
+
+        def write(self, system: str, user: str) -> tuple[str, dict]:
+            Unreachable.calls += 1
+            raise ProviderUnavailable("anthropic: connection refused, for 60 s")
+
+    with pytest.raises(ProviderUnavailable, match="stopped after 1 of 120 chunks.*could not be reached"):
+        generation.generate(CollectionConfig(name="c"), 120, Unreachable())
+    assert Unreachable.calls == 1
+
+
 def test_the_pilot_draws_the_same_sample_every_time(tmp_path) -> None:
     for i in range(12):
         (tmp_path / f"note{i:02d}.md").write_text(f"# Note {i}\n\n" + "word " * (i + 1))
