@@ -28,7 +28,7 @@ from urllib.parse import parse_qs, urlencode
 
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from markdown_it import MarkdownIt
 from markupsafe import Markup, escape
 from pydantic import ValidationError
@@ -125,7 +125,7 @@ def _hits(config: catalog.CollectionConfig, form: SearchIn) -> list[dict[str, An
                                  "citation": citation(h.doc_id, h.pages, h.section),
                                  "context": h.context, "text": chunk_html(h.text, terms), "image": None,
                                  "original": None, "no_image": "", "chunk": h.chunk,
-                                 "mark": marked.get((h.doc_id, h.chunk), "")}
+                                 "mark": marked.get((h.doc_id, f"text:{h.text}")) or marked.get((h.doc_id, f"chunk:{h.chunk}"), "")}
         if page is not None and fact.get("media_type") == page_images.PDF:
             if fact.get("original") == "kept":
                 shown["image"] = _link("/search/page.png", collection=config.name, doc_id=h.doc_id, chunk=h.chunk,
@@ -137,13 +137,19 @@ def _hits(config: catalog.CollectionConfig, form: SearchIn) -> list[dict[str, An
     return out
 
 
-def _marks(collection: str, query: str) -> dict[tuple[str, int], str]:
-    """How the hits of this question were marked before: ``relevant`` or ``not``."""
+def _marks(collection: str, query: str) -> dict[tuple[str, str], str]:
+    """How the hits of this question were marked before: ``relevant`` or ``not``, by the chunk's
+    text when the mark kept it (after a reindex cuts the document another way, a chunk number names
+    another chunk: the mark follows the words), else by its number."""
     label = labels.get(collection, labels.label_id(query))
     if not label:
         return {}
-    out = {(g["doc_id"], g["chunk"]): "not" for g in label.get("not_relevant", []) if g.get("chunk") is not None}
-    out.update({(g["doc_id"], g["chunk"]): "relevant" for g in label.get("gold", []) if g.get("chunk") is not None})
+
+    def where(g: dict[str, Any]) -> tuple[str, str]:
+        return (g["doc_id"], f"text:{g['text']}") if g.get("text") else (g["doc_id"], f"chunk:{g.get('chunk')}")
+
+    out = {where(g): "not" for g in label.get("not_relevant", [])}
+    out.update({where(g): "relevant" for g in label.get("gold", [])})
     return out
 
 
@@ -183,7 +189,7 @@ async def page(request: Request) -> Response:
             config = await run_in_threadpool(catalog.load, chosen)
             context["hits"] = await run_in_threadpool(_hits, config, form)
             context["can_label"] = principal.allows(chosen, "write")
-            context["labelled"] = await run_in_threadpool(lambda: len(labels.all_of(chosen)))
+            context["labelled"] = await run_in_threadpool(labels.count, chosen)
         except ValidationError as e:
             status, context["error"] = 422, "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors())
         except errors.Denied as e:
@@ -219,8 +225,8 @@ async def label(request: Request) -> Response:
     await run_in_threadpool(lambda: labelling.add(
         config, field.get("q", ""), [hit] if verdict == "relevant" else [], source="person", by=session.who(),
         not_relevant=[hit] if verdict == "not" else []))
-    if request.headers.get("x-requested-with") == "situate":
-        return Response(status_code=204, headers=signin.HEADERS)
+    if request.headers.get("x-requested-with") == "situate":  # the page's script: the new count, no reload
+        return JSONResponse({"labelled": await run_in_threadpool(labels.count, collection)}, headers=signin.HEADERS)
     back = _link("/search", **{k: field.get(k) for k in SEARCH_FIELDS})
     return RedirectResponse(back, status_code=303, headers=signin.HEADERS)
 

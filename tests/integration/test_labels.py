@@ -190,3 +190,53 @@ def test_hits_marked_on_the_search_page_become_a_label_and_a_read_token_cannot(a
     assert 'action="/search/label"' not in read_only.get("/search", params={"collection": harbour, "q": "x"}).text
     assert read_only.post("/search/label", data={**form, "csrf": csrf}).status_code == 403
 
+
+
+def test_the_labelling_page_marks_what_you_see_in_a_real_browser(api, harbour):
+    """Chromium, as a person labels: focus off the question once results show (20 loads), fast
+    alternating keys all kept after a reload, a click then a key acting on the clicked hit, the
+    count moving as you mark, an error said in words beside the hit."""
+    import shutil
+    from urllib.parse import urlencode
+
+    from playwright.sync_api import expect, sync_playwright
+
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert chromium, "no chromium: ops/test installs Debian's package (apt-get install chromium)"
+    writer = run_cli("token", "create", "-c", harbour, "--scope", "write").stdout.strip().splitlines()[-1]
+    url = f"{api.url}/search?" + urlencode({"collection": harbour, "q": "who kept the register", "k": 10})
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1200, "height": 900})
+        problems: list[str] = []
+        page.on("pageerror", lambda e: problems.append(str(e)))
+        page.goto(f"{api.url}/search")
+        page.fill("#token", writer)
+        page.click("button[type=submit]")
+        page.wait_for_url(f"{api.url}/search")
+        for _ in range(20):
+            page.goto(url)
+            page.wait_for_load_state("load")
+            assert page.evaluate("document.activeElement.name") != "q", "focus left in the question box"
+            assert page.locator("article.hit.selected").count() == 1
+        assert page.locator("article.hit").count() >= 8
+        page.keyboard.type("yjyjyjyjnjn", delay=0)
+        expect(page.locator("article.hit.not")).to_have_count(2, timeout=15_000)
+        expect(page.locator("article.hit.relevant")).to_have_count(4, timeout=15_000)
+        expect(page.locator(".labelled-count")).to_have_text("1")  # one question, counted as you mark
+        page.reload()
+        page.wait_for_load_state("load")
+        assert page.locator("article.hit.relevant").count() == 4 and page.locator("article.hit.not").count() == 2
+        seventh = page.locator("#hit-7")
+        seventh.locator("button[value=relevant]").click()
+        expect(seventh).to_have_class(re.compile(r"\brelevant\b"), timeout=10_000)
+        page.keyboard.press("n")  # on the hit clicked, not on the one the keys had reached
+        expect(seventh).to_have_class(re.compile(r"\bnot\b"), timeout=10_000)
+        eighth = page.locator("#hit-8")
+        eighth.evaluate("a => a.querySelector('input[name=chunk]').value = '99'")
+        eighth.click()
+        page.keyboard.press("y")
+        expect(eighth.locator(".state")).to_contain_text("Not saved: no chunk 99", timeout=10_000)
+        assert "{" not in eighth.locator(".state").text_content(), "in words, not JSON"
+        assert problems == [], problems
+        browser.close()

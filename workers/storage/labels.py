@@ -71,6 +71,10 @@ def get(collection: str, label: str) -> dict[str, Any] | None:
     return _as_read(raw) if raw else None
 
 
+def count(collection: str) -> int:
+    return int(redis_client().hlen(keys.labels(collection)))
+
+
 def all_of(collection: str, source: str | None = None) -> list[dict[str, Any]]:
     """Every label of the collection (of one source), oldest first."""
     found = [_as_read(raw) for raw in cast("dict[str, str]", redis_client().hgetall(keys.labels(collection))).values()]
