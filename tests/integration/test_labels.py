@@ -240,3 +240,27 @@ def test_the_labelling_page_marks_what_you_see_in_a_real_browser(api, harbour):
         assert "{" not in eighth.locator(".state").text_content(), "in words, not JSON"
         assert problems == [], problems
         browser.close()
+
+
+def test_a_mark_follows_its_chunks_text_when_the_document_is_cut_again(api, harbour, tmp_path):
+    """A new version of the document with a chunk put first: the marked words are chunk 1 now.
+    The page shows the mark on them, not on whatever took number 0."""
+    from producers.retrieval.hits import SearchIn
+    from producers.web import search_page
+    from workers.storage import catalog
+
+    headers = {"Authorization": f"Bearer {ADMIN}"}
+    query = "who trimmed the wick"
+    posted = httpx.post(f"{api.url}/v1/collections/{harbour}/labels", headers=headers,
+                        json={"query": query, "gold": [{"doc_id": "harbour-lighthouse", "chunk": 0}]})
+    assert posted.status_code == 201, posted.text
+    marked_text = posted.json()["gold"][0]["text"]
+    doc = next(d for d in harbour_docs() if d["id"] == "harbour-lighthouse")
+    chunks = ["A foreword about the lighthouse, written when the register was found again in an attic."] + doc["chunks"]
+    again = run_cli("ingest", "-c", harbour, write_jsonl(tmp_path / "v2.jsonl", [
+        {"id": doc["id"], "text": "\n\n".join(chunks), "chunks": chunks}]), "--json")
+    assert again.returncode == 0, again.stdout + again.stderr
+    hits = search_page._hits(catalog.load(harbour), SearchIn(query=query, k=20))
+    lighthouse = {h["chunk"]: h["mark"] for h in hits if h["doc_id"] == "harbour-lighthouse"}
+    assert lighthouse.get(1) == "relevant" and not lighthouse.get(0), lighthouse
+    assert marked_text.startswith("The lighthouse of the old harbour")
