@@ -126,10 +126,15 @@ def _retry_after(headers: dict[str, Any]) -> float | None:
 
 def classify(error: BaseException) -> ProviderFault | None:
     """The transient fault ``error`` is (kind: connection, timeout, http_408, http_429,
-    http_529 or http_5xx), or None: permanent, or not a provider's error at all."""
+    http_529 or http_5xx), or None: permanent, or not a provider's error at all. A store's own
+    fault (Redis or OpenSearch away: redis-py names its errors as the SDKs do) is None: it is
+    retried as a store fault where the work is (``is_store_fault``), never counted or billed as
+    the model's."""
     for e in _chain(error):
         if isinstance(e, ProviderFault):
             return e
+        if isinstance(e, (*REDIS_NOT_NOW, OpenSearchConnectionError, WriteNotNow, StoreFull)):
+            return None
         status, code, headers = _status(e)
         detail = f"{type(e).__name__}: {str(e)[:200]}"
         if code in THROTTLED or status == 429:

@@ -125,7 +125,8 @@ def _hits(config: catalog.CollectionConfig, form: SearchIn) -> list[dict[str, An
                                  "citation": citation(h.doc_id, h.pages, h.section),
                                  "context": h.context, "text": chunk_html(h.text, terms), "image": None,
                                  "original": None, "no_image": "", "chunk": h.chunk,
-                                 "mark": marked.get((h.doc_id, f"text:{h.text}")) or marked.get((h.doc_id, f"chunk:{h.chunk}"), "")}
+                                 "mark": marked.get((h.doc_id, f"text:{h.text}"))
+                                 or marked.get((h.doc_id, f"chunk:{h.chunk}"), "")}
         if page is not None and fact.get("media_type") == page_images.PDF:
             if fact.get("original") == "kept":
                 shown["image"] = _link("/search/page.png", collection=config.name, doc_id=h.doc_id, chunk=h.chunk,

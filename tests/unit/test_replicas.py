@@ -115,3 +115,16 @@ def test_a_file_of_code_a_server_of_8192_tokens_refused_is_read_in_windows() -> 
     assert situating.max_document_tokens < 8192
     assert models.estimate_tokens(text, situating.spec) > situating.max_document_tokens
     assert models.estimate_tokens(text, models.get("claude-haiku-4-5")) < situating.max_document_tokens
+
+
+def test_a_redis_fault_is_not_the_models() -> None:
+    """A Redis blip while a call takes or gives back its slot is retried as a store fault, not
+    counted in the bill's 5xx column as the provider's."""
+    import redis
+
+    from workers import faults
+
+    for error in (redis.exceptions.ConnectionError("Error 111 connecting to redis:6379"),
+                  redis.exceptions.TimeoutError("Timeout reading from socket")):
+        assert faults.classify(error) is None and faults.is_store_fault(error)
+    assert faults.classify(ConnectionRefusedError("the model's server")).kind == "connection"
