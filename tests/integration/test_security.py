@@ -25,6 +25,9 @@ def api():
         yield server
 
 
+PROBES = ("/healthz", "/readyz")  # liveness and readiness: answered without a token
+
+
 def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
@@ -39,7 +42,7 @@ def test_every_route_refuses_a_request_without_a_valid_token(api, collection_nam
             yield from served(inner.routes) if inner is not None else [route]
 
     routes = sorted({(method, route.path.replace(":path}", "}")) for route in served(app.routes)
-                     for method in getattr(route, "methods", ()) if method != "HEAD" and route.path != "/healthz"})
+                     for method in getattr(route, "methods", ()) if method != "HEAD" and route.path not in PROBES})
     documented = {(m.upper(), p) for p, ms in
                   httpx.get(f"{api.url}/openapi.json", headers=bearer(ADMIN)).json()["paths"].items() for m in ms}
     assert documented <= set(routes) and len(routes) >= 16
@@ -49,7 +52,9 @@ def test_every_route_refuses_a_request_without_a_valid_token(api, collection_nam
         for headers in ({}, bearer("wrong"), {"Authorization": "Basic YWRtaW46YWRtaW4="}):
             r = httpx.request(method, url, headers=headers, json={})
             assert r.status_code == 401, (method, path, headers, r.status_code)
-    assert httpx.get(f"{api.url}/healthz").status_code == 200  # for load balancers, and nothing else
+    for probe in PROBES:  # for load balancers and orchestrators, and nothing else: no figure, no name
+        reply = httpx.get(f"{api.url}{probe}")
+        assert reply.status_code == 200 and set(reply.json()) == {"status"}, reply.text
 
 
 def test_scoped_tokens_do_what_their_scope_allows_and_no_more(api, worker, collection_name):
