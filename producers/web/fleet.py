@@ -30,12 +30,14 @@ def queues(now: float | None = None) -> dict[str, dict[str, Any]]:
         names = sublists(q)
         by_list = dict(zip(names, broker.lengths(names)))
         oldest = [age for age in (oldest_waiting_s(q, now), parked[q]["oldest_s"]) if age is not None]
-        waiting = sum(by_list.values())
-        out[q] = {"waiting": waiting, "by_priority_list": {k: v for k, v in by_list.items() if v},
-                  "parked": parked[q]["parked"], "parked_by_collection": parked[q]["by_collection"],
-                  "unacked": held.get(q, 0), "backlog": waiting + parked[q]["parked"] + held.get(q, 0),
-                  "oldest_s": max(oldest) if oldest else None}
+        out[q] = {**_backlog_row(sum(by_list.values()), parked[q]["parked"], held.get(q, 0)),
+                  "by_priority_list": {k: v for k, v in by_list.items() if v},
+                  "parked_by_collection": parked[q]["by_collection"], "oldest_s": max(oldest) if oldest else None}
     return out
+
+
+def _backlog_row(waiting: int, parked: int, unacked: int) -> dict[str, int]:
+    return {"waiting": waiting, "parked": parked, "unacked": unacked, "backlog": waiting + parked + unacked}
 
 
 def backlog(names: list[str]) -> dict[str, Any]:
@@ -49,11 +51,7 @@ def backlog(names: list[str]) -> dict[str, Any]:
     scaler that reads one list sees nothing and removes the workers doing the work."""
     parked = fairqueue.parked(names)
     held = broker.unacked_by_queue()
-    rows = {}
-    for q in names:
-        waiting = sum(broker.lengths(sublists(q)))
-        rows[q] = {"waiting": waiting, "parked": parked[q]["parked"], "unacked": held.get(q, 0),
-                   "backlog": waiting + parked[q]["parked"] + held.get(q, 0)}
+    rows = {q: _backlog_row(sum(broker.lengths(sublists(q))), parked[q]["parked"], held.get(q, 0)) for q in names}
     return {"queues": rows, "backlog": sum(row["backlog"] for row in rows.values())}
 
 
