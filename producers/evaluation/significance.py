@@ -10,8 +10,8 @@ The interval is the mean difference ± t × a cluster-robust standard error: CR2
 2002), whose residuals are corrected for the share of the questions each document holds, with a
 t distribution on (documents − 1) degrees of freedom. The percentile bootstrap over documents
 used before has nothing to resample with one document (an interval of no width) and is too
-narrow with a few: under no true difference it called 12–14% of differences real on 3 to 5
-documents, where a 95% interval promises 5% (Cameron, Gelbach & Miller 2008 on few clusters).
+narrow with a few, calling differences real more often than a 95% interval promises (Cameron,
+Gelbach & Miller 2008 on few clusters; docs/retrieval.md has both methods' rates, simulated).
 Below ``MIN_DOCUMENTS`` no method keeps that promise usefully: the verdict is "too few documents
 to tell". ``tests/unit/test_significance.py`` simulates the null and holds the rate near 5%.
 

@@ -95,13 +95,14 @@ def test_each_queue_is_covered_by_exactly_one_scaler(shape: str, monkeypatch: py
 
 
 def test_llm_workers_scale_to_zero_and_cpu_workers_keep_one() -> None:
-    scalers = by_name(render(), "ScaledObject")
+    objects = render()
+    scalers = by_name(objects, "ScaledObject")
     llm, cpu = scalers["situate-worker-llm"]["spec"], scalers["situate-worker-cpu"]["spec"]
     assert llm["minReplicaCount"] == 0 and cpu["minReplicaCount"] == 1
     for spec in (llm, cpu):
         # active at the first message: a backlog above 0 wakes a kind scaled to zero
         assert spec["triggers"][0]["metadata"]["activationTargetValue"] == "0"
-    auth = by_name(render(), "TriggerAuthentication")["situate-backlog"]["spec"]["secretTargetRef"]
+    auth = by_name(objects, "TriggerAuthentication")["situate-backlog"]["spec"]["secretTargetRef"]
     assert auth == [{"parameter": "token", "name": "situate-secrets", "key": "SITUATE_API_TOKEN"}]
 
 

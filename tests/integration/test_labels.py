@@ -196,17 +196,17 @@ def test_the_labelling_page_marks_what_you_see_in_a_real_browser(api, harbour):
     """Chromium, as a person labels: focus off the question once results show (20 loads), fast
     alternating keys all kept after a reload, a click then a key acting on the clicked hit, the
     count moving as you mark, an error said in words beside the hit."""
-    import shutil
     from urllib.parse import urlencode
 
     from playwright.sync_api import expect, sync_playwright
 
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    assert chromium, "no chromium: ops/test installs Debian's package (apt-get install chromium)"
+    from tests.integration.test_operations import CHROMIUM
+
+    assert CHROMIUM, "no chromium: ops/test installs Debian's package (apt-get install chromium)"
     writer = run_cli("token", "create", "-c", harbour, "--scope", "write").stdout.strip().splitlines()[-1]
     url = f"{api.url}/search?" + urlencode({"collection": harbour, "q": "who kept the register", "k": 10})
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         page = browser.new_page(viewport={"width": 1200, "height": 900})
         problems: list[str] = []
         page.on("pageerror", lambda e: problems.append(str(e)))
