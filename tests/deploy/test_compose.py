@@ -141,7 +141,10 @@ def test_corpus_indexed_through_a_stop_and_a_kill(stack: Stack) -> None:
         collection = client._call("GET", "/v1/collections/cookbook")
         metrics = httpx.get(f"{stack.api}/metrics", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60).text
     failed = {k: v.get("error") for k, v in states.items() if v["state"] != "indexed"}
-    assert not failed, failed
+    if failed:  # the workers' own logs, kept before a later `down` removes their containers
+        logs = stack.compose("logs", "--no-color", check=False).stdout
+        (ROOT / ".services" / "logs" / "compose-ingest.log").write_text(logs)
+    assert not failed, f"{failed} (the workers' logs: .services/logs/compose-ingest.log)"
     written = sum(float(m) for m in re.findall(r'^situate_chunks_indexed_total\{collection="cookbook"\} (\S+)$',
                                                metrics, re.M))
     stack.figures.update({"documents": len(documents), "chunks": expected_chunks,
