@@ -177,6 +177,11 @@ def labels(collection: str) -> str:
 USAGE_ALL = _key("usage", "_all")
 
 
+def usage_written(writer: str) -> str:
+    """A bitmap of the bill writes one process has made, by number: each applied once."""
+    return _key("bill", "written", writer)
+
+
 def usage(collection: str, run: str | None = None) -> str:
     return _key("usage", collection, "run", run) if run else _key("usage", collection)
 
@@ -192,7 +197,10 @@ def rate_bucket(scope: str, dimension: str) -> str:
 # Replicas of the openai contextualizer's servers (storage/replicas.py), each by its label (its
 # base URL without credentials): calls in flight on it, those holding one of its slots, and
 # which replica a document's calls go to.
-REPLICAS_KNOWN = _key("replicas", "known")  # the labels workers have used: what /metrics reads
+REPLICAS_LISTED = _key("replicas", "listed")  # label -> when a worker last listed it: what /metrics reads
+REPLICAS_LISTS = _key("replicas", "lists")  # fingerprint of a worker's list -> when last announced
+REPLICAS_LIST = _key("replicas", "list")  # fingerprint -> the labels it lists (JSON)
+REPLICAS_KNOWN_BEFORE = _key("replicas", "known")  # a set of labels, replaced by REPLICAS_LISTED: removed
 REPLICAS_DOWN = _key("replicas", "down")  # label -> "until|failures": left alone, then probed
 REPLICAS_MOVES = _key("replicas", "moves")  # label -> documents moved away from it
 REPLICAS_TURN = _key("replicas", "turn")  # the round-robin routing's counter
@@ -208,6 +216,14 @@ def replica_load(label: str) -> str:
 def replica_slots(label: str) -> str:
     """The calls holding one of a replica's slots (``SITUATE_OPENAI_REPLICA_CONCURRENCY``)."""
     return _key("replica", "slots", label)
+
+
+def replica_line(label: str) -> str:
+    """The calls waiting for one of a replica's slots, by when each arrived: served in that order."""
+    return _key("replica", "line", label)
+
+
+REPLICA_WAKE = _key("replica", "wake") + ":"  # + call: a waiting call's wake-up, pushed when a slot frees
 
 
 def replica_of(document: str) -> str:

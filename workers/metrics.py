@@ -253,3 +253,20 @@ def forget() -> None:
     r = redis_client()
     for key in r.scan_iter(PREFIX + "*", count=1000):
         r.delete(key)
+
+
+def forget_series(label: str, values: set[str]) -> int:
+    """The all-time counters and histograms whose ``label`` is one of ``values`` (a replica no
+    worker lists any more): removed, so that ``/metrics`` stops exporting them. How many."""
+    r = redis_client()
+    removed = 0
+    for key, prefixes in ((COUNTERS, ("",)), (HISTOGRAMS, ("", "s"))):
+        fields = cast("dict[str, str]", r.hgetall(key))
+        doomed = []
+        for field in fields:
+            for prefix in prefixes:
+                if field.startswith(prefix + "[") and json.loads(field[len(prefix):])[1].get(label) in values:
+                    doomed.append(field)
+        if doomed:
+            removed += int(r.hdel(key, *doomed))
+    return removed

@@ -154,6 +154,7 @@ class Settings(BaseSettings):
     openai_replica_concurrency: int = Field(8, ge=1)  # calls in flight on one replica, all workers together (the rest wait their turn)
     openai_imbalance: int = Field(8, ge=0)  # when every replica's slots are full, a new document skips its replica if that one has this many calls in flight more than the least busy (with a slot free somewhere, it takes the first free)
     openai_down_s: float = 30         # a replica that refused a connection or timed out is left alone this long, then probed
+    openai_wait_s: float = Field(10, gt=0)  # a call waits this long for a slot on its document's replica; then, if another replica has a free slot, the document moves there (its prefix computed again, once)
     openai_context_tokens: int = Field(8192, ge=1024)  # the served model's window per request; a longer document is read as its opening and windows
     openai_chars_per_token: float = Field(1.8, ge=0.5, le=8)  # characters a token the document budget assumes of your model's tokenizer (low enough for code; prose can take about 4): lower it if a server refuses a prompt over its window
     openai_prompt_cache_key: Literal["auto", "on", "off"] = "auto"  # send the document's key as prompt_cache_key (auto: to api.openai.com)

@@ -136,6 +136,7 @@ class StandIn:
         self._batch_bucket: Bucket | None = None
         self.expired: set[str] = set()  # batch requests expired once (``batch_expire_marker``)
         self.paid: dict[str, int] = {}  # answers billed, per prompt: a prompt billed twice was paid twice
+        self.first_paid_at: dict[str, float] = {}  # when each prompt's first answer was billed (wall clock)
         self.spans: list[list[float]] = []  # [start, end] wall-clock of each call (end 0 while in flight)
 
     # -- caching (standins.cache) -----------------------------------------------------------------
@@ -236,6 +237,7 @@ class StandIn:
         if usage:
             key = hashlib.sha1(prompt.encode()).hexdigest()
             self.paid[key] = self.paid.get(key, 0) + 1
+            self.first_paid_at.setdefault(key, time.time())
             s["ok"] += 1
             for k in ("input_tokens", "cache_write_tokens", "cache_read_tokens", "output_tokens"):
                 s[k] += usage.get(k, 0)
@@ -410,6 +412,8 @@ def make_app(standin: StandIn, proxy: faultproxy.FaultProxy | None = None) -> Fa
     async def stats(times: bool = False, overlapping: str = ""):
         extra = {"admitted_at": standin.admitted, "admitted_tokens": standin.admitted_tokens} if times else {}
         paid_twice = sum(n - 1 for n in standin.paid.values())
+        if times:  # when the prompts billed twice were first billed: which fault made each one
+            extra["paid_twice_first_at"] = sorted(standin.first_paid_at[k] for k, n in standin.paid.items() if n > 1)
         if overlapping:  # "start,end" (wall clock): calls in flight at some moment of that window
             start, end = (float(x) for x in overlapping.split(","))
             extra["overlapping"] = sum(1 for a, b in standin.spans if a < end and (b == 0 or b > start) and b != -1)

@@ -45,8 +45,9 @@ def status(
     fleet_queues = fleet.queues()
     queues = {q: row["waiting"] for q, row in fleet_queues.items()}
     parked = {q: row["parked"] for q, row in fleet_queues.items()}
+    replica_lists = fleet.replica_lists()
     if json_output:
-        print(json.dumps({"collections": rows, "queues": queues, "parked": parked}))
+        print(json.dumps({"collections": rows, "queues": queues, "parked": parked, "replica_lists": replica_lists}))
         return
     table = Table("collection", "documents by state", "chunks", "contextualizer", "embedder", "language")
     for row in rows:
@@ -70,6 +71,10 @@ def status(
         out.print(f"[yellow]being dropped[/yellow] {safe(name)}: an unfinished drop; `situate drop -c {safe(name)}` "
                   "finishes it", highlight=False)
     out.print("queues waiting (parked behind): " + ", ".join(f"{q}={n} ({parked[q]})" for q, n in queues.items()))
+    if len(replica_lists) > 1:
+        out.print("[yellow]the workers list the replicas differently[/yellow] (set one SITUATE_OPENAI_BASE_URLS "
+                  "on every worker): " + "; ".join(f"{fp}: {', '.join(safe(x) for x in labels)}"
+                                                   for fp, labels in sorted(replica_lists.items())), highlight=False)
 
 
 def stats(

@@ -135,6 +135,14 @@ def replicas() -> dict[str, dict[str, Any]]:
     return usage.replicas()
 
 
+def replica_lists() -> dict[str, list[str]]:
+    """The lists of replicas the workers announced in the last minutes, by fingerprint: one when
+    they agree on the fleet."""
+    from workers.storage import replicas as replica_state
+
+    return replica_state.lists()
+
+
 def snapshot(counters: dict[str, Any] | None = None) -> dict[str, Any]:
     """``counters``: the metrics counters, if the caller has read them already."""
     now = time.time()

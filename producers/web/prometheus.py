@@ -37,6 +37,11 @@ COUNTERS = {
     "llm_replica_seconds": ("situate_llm_replica_seconds", "Time in a replica's calls, request to answer.", ["replica"]),
     "llm_replica_down": ("situate_llm_replica_down", "Times a replica was set aside (a refused connection, a "
                          "timeout).", ["replica"]),
+    "llm_replica_calls_around": ("situate_llm_replica_calls_around", "Calls of a document placed on this replica "
+                                 "that went elsewhere: their worker does not list it (the workers' lists differ).",
+                                 ["replica"]),
+    "llm_replica_leases_lapsed": ("situate_llm_replica_leases_lapsed", "Calls whose place on a replica lapsed before "
+                                  "they ended (their worker could not renew it).", ["replica"]),
     "llm_cache_unreported_calls": ("situate_llm_cache_unreported_calls", "Calls whose server said nothing of its "
                                    "cache (their reads are unknown).", ["collection", "model"]),
     "llm_best_read_tokens": ("situate_llm_best_read_tokens",
@@ -195,6 +200,10 @@ def _replicas() -> Iterator[Metric]:
                            "alone after refusing a connection or timing out.", labels=["replica"])
     read = GaugeMetricFamily("situate_llm_replica_cache_read_ratio", "The share of a replica's prompt tokens it "
                              "read from its prefix cache (absent where it never said).", labels=["replica"])
+    lists = GaugeMetricFamily("situate_llm_replica_lists", "Different lists of replicas the workers announced in "
+                              "the last minutes: 1 when they agree on the fleet.")
+    lists.add_metric([], len(fleet.replica_lists()))
+    yield lists
     for label, r in rows.items():
         in_flight.add_metric([label], r["in_flight"])
         moved.add_metric([label], r["moved_away"])

@@ -96,6 +96,10 @@ def test_failed_chunk_fails_the_document_and_a_retry_pays_only_what_is_missing(w
     assert chunk_index.count(catalog.load(collection_name), "flaky") == 0, "never indexed half situated"
     paid = standin.stats()["requests"]
     assert paid == 4  # the four other chunks were situated, and checkpointed
+    # Their calls are billed with their cache reads, and with the reads they could have had at best
+    # (without these, the share of the best passed 100%).
+    t = usage.totals(collection_name)
+    assert t["calls"] == 4 and 0 < t["cache_read_tokens"] <= t["best_read_tokens"], t
 
     listed = json.loads(run_cli("failed", "-c", collection_name, "--json").stdout)
     assert [d["doc_id"] for d in listed] == ["flaky"] and "refused" in listed[0]["error"]

@@ -9,6 +9,7 @@ other tests' workers, which know no replicas, take these)."""
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections import defaultdict
 
@@ -197,3 +198,276 @@ def test_a_new_document_takes_a_free_slot_and_one_under_way_stays_put() -> None:
         assert take("three", f"three-{i}", [c, d], slots=1, margin=1).replica == 0
     assert take("four", "four-0", [c, d], slots=1, margin=1).replica == 1  # c: 3 in flight, d: 0, more than 1 apart
     assert take("five", "five-0", [c, d], slots=1, margin=5).replica == 0  # within 5 of the least: its first choice
+
+
+def test_a_worker_killed_holding_slots_frees_them_within_a_lease(collection, tmp_path):
+    """Four replicas, two workers at the default call timeout (a slot's lease was that plus a
+    minute, 180 s); one worker is killed with calls in flight. Its slots lapse within a lease
+    (SLOT_LEASE_S): no replica shows a call in flight 45 s after the run ends, and every document
+    is indexed by the other worker."""
+    from workers.contextualizers.llm.replicas import SLOT_LEASE_S
+    from workers.storage import replicas as replica_state
+    from workers.storage import states
+
+    fleet = OpenAIFleet(4, {**FAST, "prefill_s_per_ktok": 0.4, "slots": 8})
+    workers = start_workers(fleet, 2, SITUATE_LLM_TIMEOUT_S="120", SITUATE_RECOVERY_S="10")
+    docs = documents(24, tag="slots")
+    try:
+        started = ingest(collection, write_jsonl(tmp_path / "d.jsonl", docs), "--no-wait")
+        assert started.returncode == 0, started.stderr
+        wait_until(lambda: sum(r["in_flight"] for r in replica_state.snapshot().values()) >= 6, 120,
+                   "calls in flight on the replicas")
+        workers[0].kill()
+        killed = time.monotonic()
+        wait_until(lambda: sum(states.counts(collection).get(s, 0) for s in ("indexed", "failed")) == len(docs), 300,
+                   "every document indexed or failed")
+        ended = time.monotonic()
+        assert states.counts(collection).get("indexed") == len(docs), states.counts(collection)
+        wait_until(lambda: not any(r["in_flight"] for r in replica_state.snapshot().values()), 45,
+                   "no call in flight on any replica, 45 s after the run ended")
+        cleared = time.monotonic()
+        print(f"\nslots of a killed worker: the run ended {ended - killed:.1f} s after the kill; no call in flight "
+              f"{cleared - ended:.1f} s after its end ({cleared - killed:.1f} s after the kill; lease {SLOT_LEASE_S:.0f} s)")
+    finally:
+        for w in workers:
+            w.stop()
+        fleet.close()
+
+
+def test_workers_that_list_the_fleet_differently_never_move_a_document_back_and_forth() -> None:
+    """Two workers whose SITUATE_OPENAI_BASE_URLS differ (a, b and b, c): a document placed on a
+    stays there; the other worker's calls go around it, counted, not as moves; the two lists are
+    seen in /metrics. A replica that is down, or that no worker lists any more, is a real move."""
+    from producers.web import prometheus
+    from workers import keys
+    from workers.connections import redis_client
+    from workers.storage import replicas as store
+
+    store.forget()
+    a, b, c = (f"http://{name}-{uuid.uuid4().hex[:6]}:8000/v1" for name in "abc")
+    one, other = [a, b], [c, b]
+    store.announce(one)
+    seen = store.announce(other)
+    assert len(seen) == 2 and sorted(map(sorted, seen.values())) == sorted([sorted(one), sorted(other)])
+    assert "situate_llm_replica_lists 2.0" in prometheus.render().decode()
+    status = run_cli("status", "--json")
+    assert status.returncode == 0, status.stderr
+    assert sorted(map(sorted, json.loads(status.stdout)["replica_lists"].values())) == sorted([sorted(one), sorted(other)])
+    assert "list the replicas differently" in run_cli("status").stdout
+
+    def take(document: str, labels: list[str], call: str) -> store.Place:
+        place = store.take(document, labels, call, slots=4, margin=8, lease_s=60, keep_s=60, routing="affinity")
+        store.give_back(labels[place.replica], call, 4)
+        return place
+
+    assert take("doc", one, "1").replica == 0  # on a
+    for i in range(5):  # back and forth between the two lists
+        around = take("doc", other, f"b{i}")
+        assert (around.moved_from, around.around) == ("", a)
+        assert take("doc", one, f"a{i}") == store.Place(0, True, "", "")
+    assert redis_client().get(keys.replica_of("doc")) == a
+    assert not redis_client().hgetall(keys.REPLICAS_MOVES)
+
+    store.mark_down(a, 30, 60)  # down: the document moves, once
+    moved = take("doc", other, "down")
+    assert (moved.moved_from, moved.around) == (a, "")
+    assert redis_client().hgetall(keys.REPLICAS_MOVES) == {a: "1"}
+
+    take("gone", [c], "1")  # on c, which then no worker lists for longer than the fleet's lists count
+    redis_client().zadd(keys.REPLICAS_LISTED, {c: 1.0})
+    assert take("gone", one, "2").moved_from == c
+    store.forget()
+
+
+def test_a_replica_no_worker_lists_for_a_day_leaves_the_views() -> None:
+    from producers.web import prometheus
+    from workers import keys, metrics
+    from workers.connections import redis_client
+    from workers.contextualizers.llm import usage
+    from workers.storage import replicas as store
+
+    store.forget()
+    old, live = (f"http://{name}-{uuid.uuid4().hex[:6]}:8000/v1" for name in ("old", "live"))
+    store.announce([old, live])
+    metrics.count("llm_replica_calls", 3, replica=old)
+    metrics.count("llm_replica_calls", 2, replica=live)
+    assert set(usage.replicas()) == {old, live}
+    redis_client().zadd(keys.REPLICAS_LISTED, {old: time.time() - store.LISTED_FOR_S - 60})
+    assert set(usage.replicas()) == {live}  # out of the views at once
+    assert store.retire_unlisted() == [old]  # and its state and counters out of Redis
+    rendered = prometheus.render().decode()
+    assert old not in rendered and f'situate_llm_replica_calls_total{{replica="{live}"}}' in rendered
+    assert all(labels.get("replica") != old for labels, _ in metrics.read_counters()["llm_replica_calls"])
+    store.forget()
+
+
+def test_a_call_longer_than_its_lease_keeps_its_slot_while_its_worker_renews_it() -> None:
+    """A call's place is renewed while it runs: one held past several leases is still counted
+    (its slot not handed to another call); one nobody renews lapses within its lease."""
+    from workers.contextualizers.llm.replicas import Leases
+    from workers.storage import replicas as store
+
+    store.forget()
+    label = f"http://long-{uuid.uuid4().hex[:6]}:8000/v1"
+    store.announce([label])
+    leases = Leases(lease_s=1.5, every_s=0.5)
+    for call in ("renewed", "left"):
+        assert store.take("doc", [label], call, slots=1 if call == "renewed" else 2, margin=8, lease_s=1.5,
+                          keep_s=60, routing="affinity").slot
+    leases.hold(label, "renewed")
+    time.sleep(4.5)  # three leases
+    assert store.snapshot()[label]["in_slots"] == 1  # the renewed one alone: the other lapsed
+    assert not store.take("other", [label], "third", slots=1, margin=8, lease_s=1.5, keep_s=60, routing="affinity").slot
+    leases.release("renewed")
+    store.give_back(label, "renewed", 1)
+    store.forget()
+
+
+def test_calls_waiting_for_a_replica_are_served_first_come_first_served() -> None:
+    """One slot: the calls that wait take it in the order they came, the first of them is woken
+    when it is given back, and one whose worker is gone (its place not renewed) leaves the line."""
+    from workers import keys
+    from workers.connections import redis_client
+    from workers.storage import replicas as store
+
+    store.forget()
+    a, document = f"http://line-{uuid.uuid4().hex[:6]}:8000/v1", uuid.uuid4().hex
+
+    def take(call: str, held: int = -1, lease_s: float = 60) -> bool:
+        return store.take(document, [a], call, slots=1, margin=8, lease_s=lease_s, keep_s=60, routing="affinity",
+                          held=held).slot
+
+    assert take(f"{document}-first")
+    assert not take(f"{document}-second") and not take(f"{document}-third")  # in line, in that order
+    store.give_back(a, f"{document}-first", 1)
+    assert redis_client().lpop(keys.REPLICA_WAKE + f"{document}-second") == "1"  # woken
+    assert not redis_client().exists(keys.REPLICA_WAKE + f"{document}-third")
+    assert not take(f"{document}-third", held=0)  # the free slot is the second's: it came first
+    assert take(f"{document}-second", held=0)
+    assert not take(f"{document}-lost", lease_s=0.5)  # waits behind the third ...
+    store.give_back(a, f"{document}-second", 1)
+    time.sleep(0.8)  # ... and its worker dies: its place lapses, not renewed
+    assert take(f"{document}-third", held=0)
+    store.give_back(a, f"{document}-third", 1)
+    assert take(f"{document}-new")  # the lost one left the line: the newcomer is first
+    store.forget()
+
+
+def test_a_call_that_waited_its_deadline_moves_its_document_to_a_free_replica(monkeypatch) -> None:
+    """A document under way on a replica whose slots stay taken, while another replica has a
+    free one: after SITUATE_OPENAI_WAIT_S its next call moves it there, once, counted."""
+    import threading
+
+    from workers import keys
+    from workers.connections import redis_client
+    from workers.contextualizers.llm.replicas import Replica, Router
+    from workers.settings import get_settings
+    from workers.storage import replicas as store
+
+    store.forget()
+    monkeypatch.setenv("SITUATE_OPENAI_REPLICA_CONCURRENCY", "1")
+    monkeypatch.setenv("SITUATE_OPENAI_WAIT_S", "1")
+    get_settings.cache_clear()
+    try:
+        tag = uuid.uuid4().hex[:6]
+        router = Router([Replica(f"http://{x}-{tag}:8000/v1", f"http://{x}-{tag}:8000/v1") for x in ("p", "q")])
+        went: list[str] = []
+        document = uuid.uuid4().hex
+        with router.slot(document) as first:  # the document's first call: its slot held throughout
+            waiter = threading.Thread(target=lambda: went.append(router_call(router, document)))
+            started = time.monotonic()
+            waiter.start()
+            waiter.join(10)
+            waited = time.monotonic() - started
+        assert went and went[0] != first.label, (went, first.label)
+        assert waited >= 1.0  # not before its deadline
+        assert redis_client().hgetall(keys.REPLICAS_MOVES) == {first.label: "1"}
+        assert redis_client().get(keys.replica_of(document)) == went[0]
+    finally:
+        get_settings.cache_clear()
+        store.forget()
+
+
+def router_call(router, document: str) -> str:
+    with router.slot(document) as replica:
+        return replica.label
+
+
+def test_a_wedged_replica_is_sent_at_most_twice_its_slots_and_every_document_is_indexed(collection, tmp_path):
+    """One of four replicas lists its models but never completes a call: the client's timeout
+    sets it aside (its GET /models still answers, so a probe brings it back, and it is set aside
+    again); its slots' worth of calls is all it costs, and no document is lost."""
+    fleet = OpenAIFleet(4, FAST)
+    fleet.configure(1, stall=True)
+    workers = start_workers(fleet, 1, SITUATE_LLM_TIMEOUT_S="3", SITUATE_OPENAI_DOWN_S="30")
+    docs = documents(24, tag="wedged")
+    try:
+        result = ingest(collection, write_jsonl(tmp_path / "d.jsonl", docs))
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert json.loads(result.stdout)["indexed"] == len(docs)
+        sent = sum(1 for x in fleet.lines() if x["replica"] == "r1" and "arrived" in x)
+        print(f"\nwedged replica: {sent} calls sent to it (4 slots), {len(docs)} documents indexed")
+        assert 1 <= sent <= 2 * 4
+    finally:
+        for w in workers:
+            w.stop()
+        fleet.close()
+
+
+def test_a_call_waiting_for_its_replica_holds_no_call_thread(monkeypatch) -> None:
+    """One call thread in the process, two replicas of one slot each. A document whose replica is
+    full waits for it in its own thread; another document, on the replica with room, has its
+    calls made by the one call thread meanwhile (a waiting call used to hold that thread)."""
+    import threading
+
+    from workers import keys
+    from workers.chunks.splitting import Chunk
+    from workers.connections import redis_client
+    from workers.contextualizers.base import SourceDocument
+    from workers.contextualizers.llm import callpool, replicas
+    from workers.contextualizers.llm.scheduler import openai_contextualizer
+    from workers.settings import get_settings
+    from workers.storage import replicas as store
+    from workers.storage.catalog import CollectionConfig
+
+    fleet = OpenAIFleet(2, FAST)
+    store.forget()
+    monkeypatch.setenv("SITUATE_OPENAI_BASE_URLS", fleet.urls)
+    monkeypatch.setenv("SITUATE_OPENAI_REPLICA_CONCURRENCY", "1")
+    monkeypatch.setenv("SITUATE_OPENAI_WAIT_S", "600")  # the waiting document stays in line
+    get_settings.cache_clear()
+    monkeypatch.setattr(replicas, "_router", None)
+    monkeypatch.setattr(callpool, "_pool", callpool.CallPool(1))
+    try:
+        name = f"t-{uuid.uuid4().hex[:8]}"
+        situating = openai_contextualizer(CollectionConfig(name=name, contextualizer="openai", model=MODEL))
+        full, free = fleet.url(0), fleet.url(1)
+
+        def document(doc_id: str, on: str) -> SourceDocument:
+            redis_client().set(keys.replica_of(f"{name}/{doc_id}"), on)  # placed there already
+            text = f"Report {doc_id}. " + " ".join(f"fact{doc_id}x{w} holds" for w in range(200))
+            return SourceDocument(name, doc_id, "v1", text, "en", {}, [Chunk(0, text, 0, len(text))], warm=True)
+
+        assert store.take("holder", [full], "holder", slots=1, margin=8, lease_s=600, keep_s=60, routing="affinity").slot
+        done: dict[str, int] = {}
+
+        def situate(doc: SourceDocument) -> None:
+            done[doc.doc_id] = len(list(situating.contextualize(doc, doc.chunks)))
+
+        waiting = threading.Thread(target=situate, args=(document("waits", full),))
+        waiting.start()
+        wait_until(lambda: redis_client().zcard(keys.replica_line(full)) == 1, 30, "a call in the full replica's line")
+        flowing = threading.Thread(target=situate, args=(document("flows", free),))
+        flowing.start()
+        flowing.join(30)
+        try:
+            assert done == {"flows": 1} and waiting.is_alive(), "the other document waited for the one call thread"
+        finally:
+            store.give_back(full, "holder", 1)
+            waiting.join(30)
+            flowing.join(30)
+        assert done == {"flows": 1, "waits": 1}
+    finally:
+        get_settings.cache_clear()
+        store.forget()
+        fleet.close()

@@ -46,8 +46,8 @@ def test_adding_a_fifth_replica_moves_about_a_fifth_all_to_it() -> None:
 
 
 def test_base_urls_end_in_v1_and_are_named_without_credentials() -> None:
-    [r] = replicas.parse(" https://user:secret@llm.example.com:8443/v1/ ")
-    assert r.url == "https://user:secret@llm.example.com:8443/v1" and r.label == "https://llm.example.com:8443/v1"
+    [r] = replicas.parse(" https://user:secret@llm.invalid:8443/v1/ ")
+    assert r.url == "https://user:secret@llm.invalid:8443/v1" and r.label == "https://llm.invalid:8443/v1"
     for bad in ("http://10.0.0.5:8000", "10.0.0.5:8000/v1", "http://a:1/v1,http://a:1/v1"):
         with pytest.raises(ConfigurationError):
             replicas.parse(bad)
@@ -128,3 +128,16 @@ def test_a_redis_fault_is_not_the_models() -> None:
                   redis.exceptions.TimeoutError("Timeout reading from socket")):
         assert faults.classify(error) is None and faults.is_store_fault(error)
     assert faults.classify(ConnectionRefusedError("the model's server")).kind == "connection"
+
+
+def test_a_server_written_two_ways_is_one_replica() -> None:
+    """Case, the scheme's own port, doubled slashes, a name and the one address it resolves to:
+    one server, one label (one set of slots in the fleet)."""
+    same = ["http://127.0.0.1:8000/v1", "HTTP://LocalHost:8000/v1/", "http://localhost:8000//v1", "http://127.0.0.1:8000/v1/"]
+    assert {replicas.label_of(u) for u in same} == {"http://127.0.0.1:8000/v1"}
+    assert replicas.label_of("http://10.0.0.5:80/v1") == replicas.label_of("http://10.0.0.5/v1") == "http://10.0.0.5/v1"
+    assert replicas.label_of("https://llm.invalid:443/v1") == "https://llm.invalid/v1"  # unresolved: kept as written
+    assert replicas.label_of("http://[::1]:8000/v1") == "http://[::1]:8000/v1"
+    assert replicas.label_of("http://10.0.0.5:8000/v1") != replicas.label_of("http://10.0.0.5:8001/v1")
+    with pytest.raises(ConfigurationError, match="twice"):
+        replicas.parse("http://localhost:8000/v1,http://127.0.0.1:8000/v1")

@@ -53,7 +53,7 @@ def make_app() -> Celery:
 app = make_app()
 sending.install(app)
 delivery.on_heartbeat.append(rebuild.advance)  # reindexes move on every heartbeat (one worker by lease)
-delivery.on_heartbeat.append(replicas.probe_due)  # replicas of your own servers that were down, probed
+delivery.on_heartbeat.append(replicas.probe_due)  # replicas of your own servers: listed, probed if down, retired
 delivery.on_heartbeat.append(compaction.maybe_compact_idle)  # idle indices merged into few segments
 # The gate is topped up as each message is received (``delivery``: the room it left in its queue),
 # and on every heartbeat, the net for whatever that missed.

@@ -6,13 +6,18 @@ that cannot be written now (Redis away) waits in memory and goes with the next w
 
 from __future__ import annotations
 
+import itertools
 import logging
+import os
 import threading
 import time
-from typing import cast
+import uuid
+from collections.abc import Callable
+from typing import Any, cast
 
 from workers import keys, metrics
 from workers.connections import REDIS_NOT_NOW, redis_client
+from workers.storage.scripts import in_pipeline, run_loaded
 
 log = logging.getLogger("situate.usage")
 
@@ -24,35 +29,53 @@ def _keys(collection: str, run: str | None) -> list[str]:
     return targets
 
 
-# Totals that could not be written (Redis unreachable), added with the next write that can:
-# an answer already paid for is never dropped because its bill could not be recorded.
-_pending: list[tuple[str, str | None, dict[str, float]]] = []
+# Writes that could not be made (Redis unreachable, or no reply), made again with the next write
+# that can: an answer already paid for is never dropped because its bill could not be recorded.
+# Each carries its number in this process's stream of writes, and the script that applies it
+# sets that number's bit first (``lua/bill_add.lua``): a write whose reply was lost after Redis
+# applied it is sent again and adds nothing. A bit a write: a million writes are 125 kB.
+_pending: list[tuple[int, str, str | None, dict[str, float]]] = []
 _pending_lock = threading.Lock()
+_numbers = itertools.count(1)
+_writer = ("", 0)  # (this process's id, its pid): a forked child takes an id of its own
+WRITTEN_TTL_S = 7 * 86400  # longer than any outage a pending write waits through
+
+
+def _writer_id() -> str:
+    global _writer, _numbers
+    if _writer[1] != os.getpid():
+        _writer, _numbers = (uuid.uuid4().hex, os.getpid()), itertools.count(1)
+        _pending.clear()  # a forked child's copy of its parent's pending writes: the parent sends them
+    return _writer[0]
 
 
 def add(collection: str, run: str | None, fields: dict[str, float], counts: metrics.Batch | None = None) -> None:
     """``counts``: the same call's metrics, sent in the same round trip (lost, not kept, if Redis
     does not answer: a sample is not worth holding a bill back)."""
     with _pending_lock:
-        batch = _pending[:] + [(collection, run, fields)]
+        writer = _writer_id()
+        batch = _pending[:] + [(next(_numbers), collection, run, fields)]
         _pending.clear()
-    pipe = redis_client().pipeline(transaction=False)
-    for c, r, f in batch:
-        for key in _keys(c, r):
+    sent: list[Callable[[], None]] = []
+
+    def build(pipe: Any) -> None:  # may run twice (a NOSCRIPT): each write applies once anyway
+        for number, c, r, f in batch:
+            figures: list[str | int] = []
             for name, value in f.items():
-                # A float field stays a float (a dollar cost of exactly 1.0 would go to HINCRBY on a
-                # field holding "0.3", which Redis refuses): counts are ints, sums floats.
-                if isinstance(value, float) and value:
-                    pipe.hincrbyfloat(key, name, value)
-                elif value:
-                    pipe.hincrby(key, name, int(value))
-        if r:
-            pipe.zadd(keys.runs(c), {r: time.time()}, nx=True)
-    sent = counts.queue_on(pipe) if counts is not None else None
+                if value:
+                    # A float field stays a float (a dollar cost of exactly 1.0 would go to HINCRBY on a
+                    # field holding "0.3", which Redis refuses): counts are ints, sums floats.
+                    figures += [name, repr(value), "f"] if isinstance(value, float) else [name, int(value), "i"]
+            targets = _keys(c, r)
+            in_pipeline(pipe, "bill_add", [keys.usage_written(writer), *targets, *([keys.runs(c)] if r else [])],
+                        [number, WRITTEN_TTL_S, len(targets), r or "", time.time(), *figures])
+        if counts is not None and not sent:  # once: a first run that met a NOSCRIPT sent them already
+            sent.append(counts.queue_on(pipe))
+
     try:
-        pipe.execute()
-        if sent is not None:
-            sent()
+        run_loaded(build, ["bill_add"])
+        for done in sent:
+            done()
     except REDIS_NOT_NOW:
         with _pending_lock:
             _pending[:0] = batch

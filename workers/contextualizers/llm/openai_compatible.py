@@ -57,8 +57,23 @@ class OpenAICompatibleProvider:
         self.clients = {r.label: openai.OpenAI(base_url=r.url, api_key=key, max_retries=0, timeout=s.llm_timeout_s)
                         for r in self.router.replicas}
 
-    def call(self, prompt: Prompt, max_tokens: int, on_started: Callable[[dict[str, int]], None] | None) -> Answer:
-        with self.router.slot(prompt.key) as replica:
+    def reserve(self, prompt: Prompt) -> replicas.Ticket | None:
+        """A slot for ``prompt``'s call on its document's replica, waited for by the caller (the
+        scheduler, in the document's own thread) so that no call thread waits in a line. None
+        where calls are routed one by one (round robin, least loaded): a document's calls go to
+        several replicas there, and reserving them one after another in the document's thread
+        would hold each back behind the one before; such a call waits in its own thread."""
+        if get_settings().openai_routing != "affinity":
+            return None
+        return self.router.reserve(prompt.key)
+
+    def release(self, ticket: replicas.Ticket) -> None:
+        self.router.release(ticket)
+
+    def call(self, prompt: Prompt, max_tokens: int, on_started: Callable[[dict[str, int]], None] | None,
+             ticket: replicas.Ticket | None = None) -> Answer:
+        """``ticket``: the slot reserved for this call (given back when it ends), else one is waited for here."""
+        with self.router.slot(prompt.key, ticket) as replica:
             request: dict[str, Any] = {"model": self.model, "messages": messages(prompt), "max_tokens": max_tokens,
                                        "temperature": 0.0}
             if prompt.key and takes_cache_key(replica.url):

@@ -12,11 +12,13 @@ nothing cached anywhere yet, so it takes the first replica in its order with a f
 are full, it skips its first choice if that replica has ``SITUATE_OPENAI_IMBALANCE`` more calls in
 flight than the least busy one, and takes the next in its order. Without the free-slot rule a few
 long documents could all hash to one replica and queue there while another idled, since a margin
-counted in calls is never reached by documents that make one call at a time. A document under way
-stays where it is unless its replica goes down. Each replica has
-``SITUATE_OPENAI_REPLICA_CONCURRENCY`` slots for the whole fleet; calls beyond wait their turn here,
-not in the server's queue, so the counts that the imbalance rule reads are the fleet's, not one
-process's.
+counted in calls is never reached by documents that make one call at a time. Each replica has
+``SITUATE_OPENAI_REPLICA_CONCURRENCY`` slots for the whole fleet; calls beyond wait in the
+replica's line in Redis, first come first served, woken when a slot is given back — here, not in
+the server's queue, so the counts that the imbalance rule reads are the fleet's, not one process's.
+A document under way stays where it is unless its replica goes down, or one of its calls waited
+``SITUATE_OPENAI_WAIT_S`` while another replica had a free slot: recomputing its prefix once there
+costs less than a replica idling while another's line grows.
 
 A replica that refuses a connection or times out is left alone for ``SITUATE_OPENAI_DOWN_S``
 (doubled for each failure in a row), its documents move on their next call and each move is
@@ -29,8 +31,13 @@ affinity is measured against (``ops/bench replicas``), and a choice for one-chun
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
+import ipaddress
 import logging
+import os
+import socket
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -47,6 +54,9 @@ from workers.storage import replicas as store
 log = logging.getLogger("situate.replicas")
 
 KEEP_S = 3600          # how long a document's replica is remembered after its last call
+SLOT_LEASE_S = 15.0    # a call's place on a replica lapses this long after its worker last renewed it
+RENEW_EVERY_S = 5.0    # so a worker renews each of its calls' leases twice before it could lapse
+WAKE_CHECK_S = 0.5     # a waiting call looks again this often even if nothing woke it
 MOST_DOWN_S = 600      # the longest a replica is left alone before the next probe
 PROBE_TIMEOUT_S = 3.0
 
@@ -65,18 +75,51 @@ def parse(setting: str) -> list[Replica]:
             continue
         parts = urlsplit(raw)
         if parts.scheme not in ("http", "https") or not parts.hostname or not parts.path.endswith("/v1"):
-            raise ConfigurationError(f"SITUATE_OPENAI_BASE_URLS: {label_of(raw)!r} is not a base URL ending in /v1 "
+            raise ConfigurationError(f"SITUATE_OPENAI_BASE_URLS: {_shown(raw)!r} is not a base URL ending in /v1 "
                                      "(such as http://10.0.0.5:8000/v1)")
-        found.append(Replica(raw, label_of(raw)))
-    if len({r.label for r in found}) != len(found):
-        raise ConfigurationError("SITUATE_OPENAI_BASE_URLS names a replica twice")
+        replica = Replica(raw, label_of(raw))
+        twin = next((r for r in found if r.label == replica.label), None)
+        if twin is not None:
+            raise ConfigurationError(f"SITUATE_OPENAI_BASE_URLS names one replica twice: {_shown(twin.url)!r} and "
+                                     f"{_shown(raw)!r} are both {replica.label}")
+        found.append(replica)
     return found
 
 
-def label_of(url: str) -> str:
+def _shown(url: str) -> str:
+    """A URL as written, without its credentials."""
     parts = urlsplit(url)
-    host = parts.hostname or ""
-    return urlunsplit((parts.scheme, f"{host}:{parts.port}" if parts.port else host, parts.path, "", ""))
+    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[-1]))
+
+
+def label_of(url: str) -> str:
+    """A replica's name, one for every spelling of its server: scheme and host in lower case, the
+    scheme's own port dropped, the path's slashes collapsed, no credentials, and a host name that
+    resolves to one IPv4 address written as that address (``localhost`` and ``127.0.0.1`` are one
+    server). A name that does not resolve, or resolves to several, is kept as written."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    host = _address_of((parts.hostname or "").lower())
+    port = parts.port if parts.port and parts.port != DEFAULT_PORTS.get(scheme) else None
+    path = "/" + "/".join(p for p in parts.path.split("/") if p)
+    netloc = f"[{host}]" if ":" in host else host
+    return urlunsplit((scheme, f"{netloc}:{port}" if port else netloc, path, "", ""))
+
+
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+@functools.lru_cache(maxsize=256)
+def _address_of(host: str) -> str:
+    try:
+        return str(ipaddress.ip_address(host))
+    except ValueError:
+        pass
+    try:
+        found = {a[4][0] for a in socket.getaddrinfo(host, None, socket.AF_INET, socket.SOCK_STREAM)}
+    except OSError:
+        return host
+    return str(found.pop()) if len(found) == 1 else host
 
 
 def rank(document: str, replicas: list[Replica]) -> list[int]:
@@ -87,6 +130,60 @@ def rank(document: str, replicas: list[Replica]) -> list[int]:
     return sorted(range(len(replicas)), key=score, reverse=True)
 
 
+@dataclass(frozen=True)
+class Ticket:
+    """A call's slot on a replica, reserved before the call is made."""
+
+    replica: Replica
+    call: str
+
+
+class Leases:
+    """The places this process's calls hold on replicas, renewed by one thread every
+    ``RENEW_EVERY_S`` in one round trip for all. A process that dies stops renewing, and its
+    places lapse within ``SLOT_LEASE_S``: a lease as long as a call's longest life would keep a
+    crashed worker's slots taken for minutes. Renewals that fail (Redis away) are tried again at
+    the next turn; a place found lapsed is counted (another call may hold its slot now)."""
+
+    def __init__(self, lease_s: float = SLOT_LEASE_S, every_s: float = RENEW_EVERY_S) -> None:
+        self.lease_s, self.every_s = lease_s, every_s
+        self.held: dict[str, str] = {}  # call -> label
+        self.lock = threading.Lock()
+        self.thread: threading.Thread | None = None
+        self.pid = 0
+
+    def hold(self, label: str, call: str) -> None:
+        with self.lock:
+            self.held[call] = label
+            if self.thread is None or not self.thread.is_alive() or self.pid != os.getpid():  # a forked child starts its own
+                self.pid = os.getpid()
+                self.thread = threading.Thread(target=self._renew_forever, name="replica-leases", daemon=True)
+                self.thread.start()
+
+    def release(self, call: str) -> None:
+        with self.lock:
+            self.held.pop(call, None)
+
+    def renew_now(self) -> None:
+        with self.lock:
+            calls = [(label, call) for call, label in self.held.items()]
+        for label, call in store.renew(calls, self.lease_s):
+            log.warning("a call's place on replica %s lapsed before it ended (its worker could not renew it)", label)
+            metrics.count("llm_replica_leases_lapsed", 1, replica=label)
+            self.release(call)
+
+    def _renew_forever(self) -> None:
+        while True:
+            time.sleep(self.every_s)
+            try:
+                self.renew_now()
+            except Exception as e:  # noqa: BLE001 - the next turn tries again; the lease has two turns of slack
+                log.warning("could not renew the replicas' leases: %s: %s", type(e).__name__, e)
+
+
+leases = Leases()
+
+
 class Router:
     """Places calls on replicas for one worker process (the state is the fleet's, in Redis)."""
 
@@ -95,35 +192,80 @@ class Router:
             raise ConfigurationError("the openai contextualizer needs SITUATE_OPENAI_BASE_URLS on the workers: "
                                      "your servers' base URLs, comma-separated, each ending in /v1")
         self.replicas = replicas
-        store.announce([r.label for r in replicas])
+        self.disagreeing: frozenset[str] = frozenset()
+        self.announce()
 
-    @contextlib.contextmanager
-    def slot(self, document: str) -> Iterator[Replica]:
-        """A slot on ``document``'s replica for one call, held while the block runs."""
+    def announce(self) -> None:
+        """Say which replicas this worker lists (each heartbeat); warn once when the workers'
+        lists differ, and again when that changes."""
+        labels = [r.label for r in self.replicas]
+        mine = store.fingerprint(labels)
+        others = frozenset(fp for fp in store.announce(labels) if fp != mine)
+        if others and others != self.disagreeing:
+            log.warning("the workers list the replicas differently: this one lists %s (list %s), others %s; "
+                        "set one SITUATE_OPENAI_BASE_URLS on every worker", ", ".join(labels), mine,
+                        "; ".join(sorted(others)))
+        self.disagreeing = others
+
+    def reserve(self, document: str) -> Ticket:
+        """A slot on ``document``'s replica for one call, waited for in the replica's line; the
+        caller gives it back with ``release`` (``slot`` does both around a call)."""
         s = get_settings()
         order = rank(document, self.replicas)
         labels = [self.replicas[i].label for i in order]
-        call, held, pause = uuid.uuid4().hex, -1, 0.01
-        while True:
-            place = store.take(document, labels, call, slots=s.openai_replica_concurrency, margin=s.openai_imbalance,
-                               lease_s=s.llm_timeout_s + 60, keep_s=KEEP_S, routing=s.openai_routing, held=held)
-            if place.moved_from:
-                log.warning("document %s moved from replica %s to %s", document, place.moved_from, labels[place.replica])
-                metrics.count("llm_replica_moves", 1, replica=place.moved_from)
-            if place.replica < 0:
-                if self.probe():  # every replica is down: the ones due are probed now, not at the next heartbeat
-                    continue
-                raise ProviderFault("connection", s.openai_down_s / 2, "every replica in SITUATE_OPENAI_BASE_URLS is down")
-            held = place.replica
-            if place.slot:
-                break
-            time.sleep(pause)  # its replica's slots are all taken: its turn comes when one is given back
-            pause = min(0.25, pause * 1.5)
-        replica = self.replicas[order[place.replica]]
+        call, held = uuid.uuid4().hex, -1
+        waiting_since = leave = None
         try:
-            yield replica
+            while True:
+                place = store.take(document, labels, call, slots=s.openai_replica_concurrency,
+                                   margin=s.openai_imbalance, lease_s=leases.lease_s, keep_s=KEEP_S,
+                                   routing=s.openai_routing, held=held, leave=bool(leave))
+                if place.around and held < 0:
+                    metrics.count("llm_replica_calls_around", 1, replica=place.around)
+                if place.moved_from:
+                    why = "it waited its turn there past SITUATE_OPENAI_WAIT_S" if leave and place.replica != held \
+                        else "it is down or no longer listed"
+                    log.warning("document %s moved from replica %s to %s: %s", document, place.moved_from,
+                                labels[place.replica], why)
+                    metrics.count("llm_replica_moves", 1, replica=place.moved_from)
+                if place.replica < 0:
+                    if self.probe():  # every replica is down: the ones due are probed now, not at the next heartbeat
+                        continue
+                    raise ProviderFault("connection", s.openai_down_s / 2,
+                                        "every replica in SITUATE_OPENAI_BASE_URLS is down")
+                if place.replica != held:
+                    waiting_since = time.monotonic()
+                held = place.replica
+                leases.hold(labels[held], call)  # renewed from now on, waiting or in a slot
+                if place.slot:
+                    break
+                # In its replica's line: woken when a slot is given back, or at the deadline
+                # (then it may leave for a replica with a free slot), or after a short while in
+                # case the call that would have woken it was lost.
+                waited = time.monotonic() - (waiting_since or 0.0)
+                store.wait_turn(call, max(0.01, min(WAKE_CHECK_S, s.openai_wait_s - waited)))
+                leave = time.monotonic() - (waiting_since or 0.0) >= s.openai_wait_s
+        except BaseException:
+            leases.release(call)
+            if held >= 0:
+                with contextlib.suppress(Exception):  # else it lapses within a lease
+                    store.give_back(labels[held], call, s.openai_replica_concurrency)
+            raise
+        return Ticket(self.replicas[order[place.replica]], call)
+
+    def release(self, ticket: Ticket) -> None:
+        leases.release(ticket.call)
+        store.give_back(ticket.replica.label, ticket.call, get_settings().openai_replica_concurrency)
+
+    @contextlib.contextmanager
+    def slot(self, document: str, ticket: Ticket | None = None) -> Iterator[Replica]:
+        """A slot on ``document``'s replica held while the block runs: ``ticket``'s, reserved
+        before, or one waited for here."""
+        held = ticket or self.reserve(document)
+        try:
+            yield held.replica
         finally:
-            store.give_back(replica.label, call)
+            self.release(held)
 
     def failed(self, replica: Replica, fault: ProviderFault) -> None:
         """A call's fault: a replica that refused the connection or timed out is left alone."""
@@ -169,6 +311,9 @@ def router() -> Router:
 
 
 def probe_due() -> None:
-    """The heartbeat's duty on a worker that routes to replicas: bring back those that answer."""
+    """The heartbeat's duty on a worker that routes to replicas: say which it lists, bring back
+    those that answer, and retire those no worker has listed for a day."""
     if get_settings().openai_base_urls:
+        router().announce()
         router().probe()
+    store.retire_unlisted()  # on every worker: the last one to list a replica may be gone for good

@@ -33,9 +33,12 @@ from workers.contextualizers.llm import usage
 from workers.contextualizers.llm.callpool import CallPool, worker_pool
 from workers.contextualizers.llm.providers import Answer, AnthropicProvider, BedrockProvider, Prompt, Provider
 from workers.contextualizers.llm.ratelimit import RateLimiter, TokenCalibration, Unlimited
-from workers.errors import LLMError, ProviderUnavailable
+from workers.errors import LLMError, ProviderFault, ProviderUnavailable
 from workers.settings import get_settings
 from workers.storage.catalog import CollectionConfig
+
+# What a reservation may meet that the call's tries wait out (``faults``).
+NOT_NOW: tuple[type[BaseException], ...] = (ProviderFault, *faults.STORE_FAULTS)
 
 log = logging.getLogger("situate.llm")
 
@@ -121,7 +124,19 @@ class LLMContextualizer:
         return Prompt(cached, cache, instruction, parts, key=f"{doc.collection}/{doc.doc_id}")
 
     def _call(self, doc: SourceDocument, run: str | None, chunk: Chunk, prompt: Prompt, expect_read: bool,
-                 on_started: Callable[[dict[str, int]], None] | None) -> Context:
+              on_started: Callable[[dict[str, int]], None] | None, ticket: Any = None) -> Context:
+        """One call, tried as ``faults`` decides. ``ticket``: a slot on a replica reserved for its
+        first try (``contextualize``); a retry waits for one of its own, and a ticket no try used
+        is given back."""
+        unused = [ticket] if ticket is not None else []
+        try:
+            return self._tries(doc, run, chunk, prompt, expect_read, on_started, unused)
+        finally:
+            for left in unused:
+                self.provider.release(left)  # type: ignore[attr-defined]  # only a provider that reserves gives tickets
+
+    def _tries(self, doc: SourceDocument, run: str | None, chunk: Chunk, prompt: Prompt, expect_read: bool,
+               on_started: Callable[[dict[str, int]], None] | None, unused: list[Any]) -> Context:
         s = get_settings()
         cached_tokens = models.estimate_tokens(prompt.cached or "", self.spec)
         rest_tokens = models.estimate_tokens(prompt.instruction, self.spec)
@@ -148,7 +163,11 @@ class LLMContextualizer:
                             on_started(counters)
 
                     try:
-                        answer = self.provider.call(prompt, s.llm_max_output_tokens, started if on_started else None)
+                        if unused:  # the slot reserved for this call: used (and given back) by this try
+                            answer = self.provider.call(prompt, s.llm_max_output_tokens, started if on_started else None,
+                                                        ticket=unused.pop())  # type: ignore[call-arg]
+                        else:
+                            answer = self.provider.call(prompt, s.llm_max_output_tokens, started if on_started else None)
                     except BaseException:
                         self.limiter.settle(reservation, 0, 0)
                         raise
@@ -211,11 +230,26 @@ class LLMContextualizer:
         pending: dict[Future[Any], Chunk] = {}
         warming: dict[Future[Any], list[tuple[Chunk, Prompt]]] = {}  # a window's first call -> the rest of it
 
+        # Replicas of your own servers: the call's slot is waited for here, in the document's
+        # thread, before the call takes one of the process's call threads: a call waiting in a
+        # full replica's line would hold a thread that another document's call, whose replica has
+        # room, could use.
+        reserve = getattr(self.provider, "reserve", None)
+        tickets: dict[Future[Any], Any] = {}
+
         def submit(chunk: Chunk, prompt: Prompt, expect_read: bool, warm_up: bool = False) -> Future[Any]:
             first = not pending and not calls and not doc.warm  # this document's first call
+            ticket = None
+            if reserve is not None:
+                try:
+                    ticket = reserve(prompt)
+                except NOT_NOW:  # every replica down, or Redis away: the call's own tries meet it, and wait it out
+                    pass
             future = pool.submit(CallPool.FIRST if first else CallPool.REST, self._call, doc, run, chunk,
-                                 prompt, expect_read, on_started if warm_up else None)
+                                 prompt, expect_read, on_started if warm_up else None, ticket)
             pending[future] = chunk
+            if ticket is not None:
+                tickets[future] = ticket
             return future
 
         ready: list[tuple[Chunk, Prompt]] = []
@@ -270,9 +304,17 @@ class LLMContextualizer:
                     yield chunk, future.result()
             if error is not None:
                 raise error  # the document fails; a retry pays only for what is missing
+        except BaseException:
+            # The calls made are in the bill with their cache reads: their best possible reads go
+            # with them, or the share of the best could pass 100%. The document is counted once,
+            # by the attempt that finishes it.
+            if calls:
+                usage.record_best_reads(doc.collection, run, self.config.model, self._best_read(by_group, doc.warm))
+            raise
         finally:
             for future in pending:
-                future.cancel()
+                if future.cancel() and future in tickets:  # never ran: its reserved slot is given back here
+                    self.provider.release(tickets[future])  # type: ignore[attr-defined]
         usage.record_document(doc.collection, run, doc.doc_id, self.config.model, calls,
                               models.estimate_tokens(doc.text, self.spec), best_read=self._best_read(by_group, doc.warm),
                               already_cached=doc.warm)

@@ -114,6 +114,13 @@ def record_document(collection: str, run: str | None, doc_id: str, model: str, c
     return summary
 
 
+def record_best_reads(collection: str, run: str | None, model: str, best_read: int) -> None:
+    """The best possible cache reads of the calls of a document that failed part-way."""
+    m = metrics.Batch()
+    m.count("llm_best_read_tokens", best_read, collection=collection, model=model)
+    bill.add(collection, run, {"best_read_tokens": best_read}, counts=m)
+
+
 def record_batched_document(collection: str, doc_id: str, document_tokens: int) -> None:
     """A document whose contexts all came from Message Batches (their calls recorded one by one)."""
     log.info(json.dumps({"event": "document", "collection": collection, "doc_id": doc_id, "batch": True,
@@ -152,7 +159,7 @@ def replicas() -> dict[str, dict[str, Any]]:
             field = labels.get("kind", name.removeprefix("llm_replica_"))
             seen.setdefault(labels["replica"], {})[field] = seen.get(labels["replica"], {}).get(field, 0) + value
     out: dict[str, dict[str, Any]] = {}
-    for label in sorted(set(live) | set(seen)):
+    for label in sorted(live):  # listed by a worker lately: one of the fleet as it is
         r, now = seen.get(label, {}), live.get(label, {})
         read, fresh = r.get("cache_read"), r.get("input", 0)
         out[label] = {"calls": int(r.get("calls", 0)), "input_tokens": int(fresh),
