@@ -113,10 +113,8 @@ def announce(labels: list[str]) -> dict[str, list[str]]:
     pipe.zadd(keys.REPLICAS_LISTED, dict.fromkeys(labels, seconds))
     pipe.zadd(keys.REPLICAS_LISTS, {mine: seconds})
     pipe.hset(keys.REPLICAS_LIST, mine, json.dumps(sorted(labels)))
-    pipe.zrangebyscore(keys.REPLICAS_LISTS, seconds - LISTS_RECENT_S, "+inf")
-    recent = pipe.execute()[-1]
-    found = cast("list[str | None]", r.hmget(keys.REPLICAS_LIST, recent)) if recent else []
-    return {fp: json.loads(raw) for fp, raw in zip(recent, found) if raw}
+    pipe.execute()
+    return lists()
 
 
 def lists() -> dict[str, list[str]]:

@@ -59,6 +59,7 @@ RENEW_EVERY_S = 5.0    # so a worker renews each of its calls' leases twice befo
 WAKE_CHECK_S = 0.5     # a waiting call looks again this often even if nothing woke it
 MOST_DOWN_S = 600      # the longest a replica is left alone before the next probe
 PROBE_TIMEOUT_S = 3.0
+DEFAULT_PORTS = {"http": 80, "https": 443}  # dropped from a replica's name: one server, one name
 
 
 @dataclass(frozen=True)
@@ -104,9 +105,6 @@ def label_of(url: str) -> str:
     path = "/" + "/".join(p for p in parts.path.split("/") if p)
     netloc = f"[{host}]" if ":" in host else host
     return urlunsplit((scheme, f"{netloc}:{port}" if port else netloc, path, "", ""))
-
-
-DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 @functools.lru_cache(maxsize=256)
@@ -214,12 +212,12 @@ class Router:
         order = rank(document, self.replicas)
         labels = [self.replicas[i].label for i in order]
         call, held = uuid.uuid4().hex, -1
-        waiting_since = leave = None
+        waiting_since, leave = time.monotonic(), False
         try:
             while True:
                 place = store.take(document, labels, call, slots=s.openai_replica_concurrency,
                                    margin=s.openai_imbalance, lease_s=leases.lease_s, keep_s=KEEP_S,
-                                   routing=s.openai_routing, held=held, leave=bool(leave))
+                                   routing=s.openai_routing, held=held, leave=leave)
                 if place.around and held < 0:
                     metrics.count("llm_replica_calls_around", 1, replica=place.around)
                 if place.moved_from:
@@ -242,9 +240,9 @@ class Router:
                 # In its replica's line: woken when a slot is given back, or at the deadline
                 # (then it may leave for a replica with a free slot), or after a short while in
                 # case the call that would have woken it was lost.
-                waited = time.monotonic() - (waiting_since or 0.0)
+                waited = time.monotonic() - waiting_since
                 store.wait_turn(call, max(0.01, min(WAKE_CHECK_S, s.openai_wait_s - waited)))
-                leave = time.monotonic() - (waiting_since or 0.0) >= s.openai_wait_s
+                leave = time.monotonic() - waiting_since >= s.openai_wait_s
         except BaseException:
             leases.release(call)
             if held >= 0:
