@@ -276,7 +276,7 @@ def bench_replicas(args: Any) -> None:
     from tests.support import use_services
 
     # A Redis of its own: a bench cut short leaves its documents queued, and the next one's workers
-    # on a shared database would situate them too (its first run once counted 1,521 calls twice).
+    # on a shared database would situate them too (docs/benchmarks.md).
     with tempfile.TemporaryDirectory() as tmp, _own_redis(Path(tmp)) as url, use_services(redis_url=url):
         main, sweep = Path(tmp) / "main.jsonl", Path(tmp) / "sweep.jsonl"
         documents(main, args.documents)

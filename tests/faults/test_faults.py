@@ -20,8 +20,8 @@ from tests.support import TEST_MODEL, cookbook_docs, use_services, wait_until
 
 LLM = {"contextualizer": "anthropic", "model": TEST_MODEL, "embedder": "voyage"}
 # A billed answer is exposed to a kill until the worker has read it and written its checkpoint:
-# milliseconds on an idle machine, longer beside a busy one (a CI run, with an image building
-# beside the suite, paid 10 twice with 8 in flight at the kill; docs/reliability.md).
+# milliseconds on an idle machine, longer beside a busy one (an image building beside the suite:
+# docs/reliability.md).
 ANSWER_TO_CHECKPOINT_S = 2.0
 
 
