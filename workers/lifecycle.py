@@ -284,6 +284,18 @@ def delete(name: str) -> None:
     catalog.dropped(name)
 
 
+def delete_left_behind(name: str) -> list[str]:
+    """The indexes a collection the catalog no longer knows (Redis lost its data or was flushed)
+    left in OpenSearch, deleted: without it, making the collection again finds its index taken.
+    Never an index while its collection is listed or being dropped (``delete`` does those)."""
+    if catalog.find(name) is not None or catalog.dropping(name) is not None:
+        return []
+    left = chunk_index.left_behind(name)
+    for index in left:
+        chunk_index.delete_index_named(index)
+    return left
+
+
 def _drop_generations(name: str) -> None:
     """A reindex's parts: the generation being built (a collection of its own) or the previous
     one kept for a rollback, and the alias over them."""

@@ -300,22 +300,33 @@ def drop(collection: str = typer.Option(..., "--collection", "-c"),
     """Delete a collection: its tokens, index, settings and document states. A drop cut short
     (OpenSearch unreachable) is finished by running it again."""
     from workers import lifecycle
-    from workers.storage import catalog
+    from workers.storage import catalog, chunk_index
 
     try:
-        unfinished = catalog.find(collection) is None and catalog.dropping(collection) is not None
+        listed = catalog.find(collection) is not None
+        unfinished = not listed and catalog.dropping(collection) is not None
     except errors.CollectionError as e:
         fail(str(e))
-    if not unfinished:
+    left = [] if listed or unfinished else chunk_index.left_behind(collection)
+    if not (unfinished or left):
         existing(collection)
-    if not yes and not typer.confirm(f"delete collection {collection!r} and its index?"):
+    question = f"delete collection {collection!r} and its index?" if not left else \
+        f"no collection {collection!r} is listed, but its index is left behind: delete {', '.join(left)}?"
+    if not yes and not typer.confirm(question):
         raise typer.Exit(1)
     try:
-        lifecycle.delete(collection)
+        if left:
+            left = lifecycle.delete_left_behind(collection)
+        else:
+            lifecycle.delete(collection)
     except errors.CollectionError as e:
         fail(str(e))
     except Exception as e:  # OpenSearch or Redis unreachable: the tombstone keeps the rest for later
         fail(f"{collection}: the drop did not finish ({type(e).__name__}: {e}); run it again to finish", 1)
+    if left:
+        out.print(f"no collection {safe(collection)} was listed; deleted the index it left behind: {', '.join(left)}",
+                  highlight=False)
+        return
     out.print(f"dropped {safe(collection)}" + (" (an unfinished drop, now finished)" if unfinished else ""),
               highlight=False)
 

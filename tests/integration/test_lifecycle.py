@@ -58,6 +58,34 @@ def test_dropping_from_the_cli_leaves_nothing_behind(worker, collection_name):
     assert redis_keys_of(collection_name) == [] and not catalog.exists(collection_name)
 
 
+def test_an_index_left_behind_by_a_lost_catalog_is_dropped_by_name(collection_name):
+    """Redis flushed: the collection is not listed, its index still is, and making the collection
+    again finds its index taken. ``situate drop`` names and deletes that index, and no other."""
+    from workers import lifecycle
+    from workers.connections import opensearch_client
+    from workers.errors import Conflict
+
+    lost, neighbour = lifecycle.ensure(collection_name), lifecycle.ensure(collection_name + "-b")
+    try:
+        redis_client().delete(*[k for k in redis_keys_of(collection_name) if collection_name + "-b" not in k])
+        assert not catalog.exists(collection_name) and opensearch_client().indices.exists(index=lost.index_name)
+        with pytest.raises(Conflict, match=f"situate drop -c {collection_name}"):
+            lifecycle.ensure(collection_name)
+        assert lifecycle.delete_left_behind(collection_name + "-b") == [], "a listed collection's index is not left behind"
+
+        result = run_cli("drop", "-c", collection_name, "--yes")
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "left behind" in result.stdout and lost.index_name in result.stdout
+        assert not opensearch_client().indices.exists(index=lost.index_name)
+        assert opensearch_client().indices.exists(index=neighbour.index_name), "another collection's index is kept"
+        assert lifecycle.ensure(collection_name).index_name == lost.index_name  # made again
+        assert run_cli("drop", "-c", collection_name + "-none", "--yes").returncode != 0, "nothing to drop: an error"
+    finally:
+        for name in (collection_name, collection_name + "-b"):
+            if catalog.exists(name):
+                lifecycle.delete(name)
+
+
 def test_index_shards_and_replicas_are_per_collection(collection_name):
     """Default: one shard, replicas 0-1 (green on one node, a copy once a second joins)."""
     from workers import lifecycle

@@ -73,8 +73,11 @@ def owns(config: CollectionConfig, found: dict[str, str | None] | None) -> bool:
 
 
 def _taken(index: str, by: dict[str, str | None]) -> Conflict:
-    return Conflict(f"index {index} belongs to collection {by.get('collection')!r} (a generation of it, built "
-                    "before 0.3 named its indexes so): choose another name for this collection")
+    owner = by.get("collection")
+    return Conflict(f"index {index} belongs to collection {owner!r} (a generation of it, built "
+                    "before 0.3 named its indexes so): choose another name for this collection"
+                    + (f", or if no collection {owner!r} is listed any more (Redis lost its data), "
+                       f"`situate drop -c {owner}` deletes the index it left behind" if owner else ""))
 
 
 def check_free(config: CollectionConfig) -> None:
@@ -333,6 +336,16 @@ def point_alias(alias: str, index: str) -> None:
                 actions.append({"remove": {"index": old, "alias": alias}})
     actions.append({"add": {"index": index, "alias": alias}})
     client.indices.update_aliases(body={"actions": actions})
+
+
+def left_behind(name: str) -> list[str]:
+    """Indexes that name collection ``name`` as their owner (``situate-<name>`` and its
+    generations), for when the catalog no longer knows it: Redis lost its data or was flushed,
+    and a collection made again under that name would find its index taken."""
+    found = opensearch_client().indices.get(index=f"situate-{name}*", expand_wildcards="open,closed",
+                                            ignore_unavailable=True, allow_no_indices=True)
+    return sorted(index for index, entry in found.items()
+                  if (owner_of(index, entry.get("mappings", {})) or {}).get("collection") == name)
 
 
 def delete_index_named(index: str) -> None:
