@@ -141,3 +141,22 @@ def test_a_server_written_two_ways_is_one_replica() -> None:
     assert replicas.label_of("http://10.0.0.5:8000/v1") != replicas.label_of("http://10.0.0.5:8001/v1")
     with pytest.raises(ConfigurationError, match="twice"):
         replicas.parse("http://localhost:8000/v1,http://127.0.0.1:8000/v1")
+
+
+def test_the_heartbeat_retires_unlisted_replicas_now_and_then_not_every_beat(monkeypatch) -> None:
+    """A replica retires after a day unlisted: every worker looking every 10 s was round trips for nothing."""
+    from workers.contextualizers.llm import replicas
+    from workers.storage import replicas as store
+
+    looked: list[float] = []
+    monkeypatch.setattr(store, "retire_unlisted", lambda: looked.append(1) or [])
+    monkeypatch.setattr(replicas, "_retired_at", None)
+    clock = [1000.0]
+    monkeypatch.setattr(replicas.time, "monotonic", lambda: clock[0])
+    for _ in range(5):
+        replicas.probe_due()
+        clock[0] += 10
+    assert len(looked) == 1
+    clock[0] += replicas.RETIRE_EVERY_S
+    replicas.probe_due()
+    assert len(looked) == 2

@@ -308,10 +308,18 @@ def router() -> Router:
     return _router
 
 
+RETIRE_EVERY_S = 600.0  # a replica retires after a day unlisted: looking every heartbeat buys nothing
+_retired_at: float | None = None
+
+
 def probe_due() -> None:
     """The heartbeat's duty on a worker that routes to replicas: say which it lists, bring back
-    those that answer, and retire those no worker has listed for a day."""
+    those that answer; and on every worker, now and then, retire those no worker has listed for
+    a day (the last one to list a replica may be gone for good)."""
+    global _retired_at
     if get_settings().openai_base_urls:
         router().announce()
         router().probe()
-    store.retire_unlisted()  # on every worker: the last one to list a replica may be gone for good
+    if _retired_at is None or time.monotonic() - _retired_at >= RETIRE_EVERY_S:
+        store.retire_unlisted()
+        _retired_at = time.monotonic()
