@@ -144,7 +144,7 @@ def test_corpus_indexed_through_a_stop_and_a_kill(stack: Stack) -> None:
     if failed:  # the workers' own logs, kept before a later `down` removes their containers
         logs = stack.compose("logs", "--no-color", check=False).stdout
         (ROOT / ".services" / "logs" / "compose-ingest.log").write_text(logs)
-    assert not failed, f"{failed} (the workers' logs: .services/logs/compose-ingest.log)"
+        assert not failed, f"{failed}\n{_tracebacks(failed, logs)}(the workers' logs: .services/logs/compose-ingest.log)"
     written = sum(float(m) for m in re.findall(r'^situate_chunks_indexed_total\{collection="cookbook"\} (\S+)$',
                                                metrics, re.M))
     stack.figures.update({"documents": len(documents), "chunks": expected_chunks,
@@ -159,6 +159,18 @@ def test_corpus_indexed_through_a_stop_and_a_kill(stack: Stack) -> None:
     # The stopped worker left warm: a stop is not a poison pill, nothing of it counted as a death.
     stopped_log = stack.docker("logs", workers[1]).stdout + stack.docker("logs", workers[1]).stderr
     assert "warm shutdown" in stopped_log.lower()
+
+
+def _tracebacks(failed: dict[str, str | None], logs: str, lines: int = 40) -> str:
+    """What the worker log says under each failure's task id (an internal error names only its
+    type to the caller), so a run that fails once shows its cause in its own output."""
+    found = []
+    log_lines = logs.splitlines()
+    for task_id in re.findall(r"under task (\S+)", " ".join(e or "" for e in failed.values())):
+        at = [i for i, line in enumerate(log_lines) if task_id in line]
+        if at:
+            found.append("\n".join(log_lines[at[0]:at[-1] + lines]))
+    return "".join(f"{x}\n" for x in found)
 
 
 def test_search_hits_carry_their_contexts(stack: Stack) -> None:
