@@ -176,8 +176,10 @@ def main() -> None:
     wr.set_defaults(fn=written.bench_written)
     pi = sub.add_parser("pilot")
     pi.add_argument("--count", type=int, default=40, help="questions the pilot generates on the PDFs")
-    pi.add_argument("--cookbook-count", type=int, default=80, help="questions generated on the cookbook")
-    pi.add_argument("--skip-pdfs", action="store_true", help="only the cookbook's ranking check")
+    pi.add_argument("--agreement", default="cookbook,financebench,mmlongbench",
+                    help="corpora where generated questions are checked against the labels")
+    pi.add_argument("--agreement-count", type=int, default=100, help="chunks asked about on each, with each prompt")
+    pi.add_argument("--skip-pdfs", action="store_true", help="only the ranking check")
     pi.set_defaults(fn=pilot.bench_pilot)
     rp = sub.add_parser("replicas")
     rp.add_argument("--documents", type=int, default=200, help="documents of ~3,000 tokens in the 4-replica runs")

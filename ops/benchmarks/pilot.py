@@ -4,9 +4,12 @@
    public PDFs (``--sample 50``: all 22), the packaged Qwen2.5-Coder-0.5B writing the questions
    through ``llama`` on this machine's CPU; the time from the command to its table (target: at most
    10 minutes on 2 cores).
-2. **Do generated questions rank configurations as people's labels do?** On the cookbook corpus,
-   plain chunks and the offline default, evaluated with the cookbook's own labels and with questions
-   the same model generated: both orders printed, and whether they agree.
+2. **Do generated questions rank configurations as people's labels do?** On each public corpus
+   (the cookbook, FinanceBench, MMLongBench), plain chunks and the offline default, evaluated with
+   the corpus's own labels and with questions the same model generated, once with each of ``labels
+   generate``'s prompts (the document's opening before the chunk, and the chunk alone): every order
+   printed, and on how many corpora each prompt's hybrid order agrees with the labels'. A tie is not
+   an agreement.
 
 The model file must be where ``llama`` looks (``situate models fetch --gguf qwen2.5-coder-0.5b``,
 or ``SITUATE_MODELS_DIR``); the benchmark fetches it when missing.
@@ -22,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ops.benchmarks import corpora
 from ops.benchmarks.common import DATA
 from ops.harness import ROOT, SITUATE, Worker
 
@@ -57,55 +61,76 @@ def bench_pilot(args: Any) -> None:
                       f"{d['questions']} questions on {d['clusters']} documents")
         print(f"pilot on {result['documents']} PDFs, {result['questions']} generated questions: {seconds / 60:.1f} min "
               f"from the command to its table (target <= 10 min on 2 cores)")
-    _cookbook(args)
+    _agreement(args)
 
 
-def _cookbook(args: Any) -> None:
-    """Plain and default on the cookbook, graded by its own labels and by generated questions."""
-    plain, default = "bench-pilot-cookbook-plain", "bench-pilot-cookbook"
-    corpus = DATA / "cookbook" / "codebase_chunks.json"
-    worker = Worker(2, name="bench-pilot")
-    try:
-        for name, flags in ((plain, ["--contextualizer", "none"]), (default, [])):
-            _run(["drop", "-c", name, "--yes"])
-            done = _run(["ingest", "-c", name, *flags, "--format", "cookbook", str(corpus)])
+PROMPTS = {"opening": [], "chunk alone": ["--no-opening"]}  # labels generate's two prompts
+MODES = ("dense", "bm25", "hybrid")
+
+
+def _agreement(args: Any) -> None:
+    """Plain chunks and the offline default on each public corpus, graded by its own labels and by
+    questions generated with each prompt: does each prompt's order match the labels'?"""
+    agree: dict[str, list[str]] = {prompt: [] for prompt in PROMPTS}
+    for corpus in args.agreement.split(","):
+        plain, default = f"bench-pilot-{corpus}-plain", f"bench-pilot-{corpus}"
+        worker = Worker(2, name="bench-pilot")
+        try:
+            for name, flags in ((plain, ["--contextualizer", "none"]), (default, [])):
+                _run(["drop", "-c", name, "--yes"])
+                corpora.ingest(name, corpus, flags)
+        finally:
+            worker.stop()
+        queries, fmt = corpora.QUERIES.get(corpus, ("evaluation_set.jsonl", "cookbook"))
+        orders = {"labels": _order(corpus, "labels", plain, default, DATA / corpus / queries, fmt)}
+        for prompt, flags in PROMPTS.items():
+            _run(["labels", "delete", "-c", default, "--source", "generated", "--yes"])
+            started = time.perf_counter()
+            done = _run(["labels", "generate", "-c", default, "--count", str(args.agreement_count), "--contextualizer",
+                         "llama", *flags, "--json"])
             if done.returncode:
-                raise SystemExit(done.stderr[-2000:])
-    finally:
-        worker.stop()
-    started = time.perf_counter()
-    done = _run(["labels", "generate", "-c", default, "--count", str(args.cookbook_count), "--contextualizer", "llama",
-                 "--json"])
-    if done.returncode:
-        raise SystemExit(f"labels generate failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
-    generated = json.loads(done.stdout)
-    with tempfile.TemporaryDirectory() as tmp:
-        questions = Path(tmp) / "generated.jsonl"
-        questions.write_text(_run(["labels", "export", "-c", default, "--source", "generated"]).stdout)
-        orders = {}
-        for label, path, fmt in (("cookbook's labels", DATA / "cookbook" / "evaluation_set.jsonl", "cookbook"),
-                                 ("generated questions", questions, "jsonl")):
-            out = _run(["eval", "-c", plain, "-c", default, "--queries", str(path), "--format", fmt,
-                        "--configs", "dense,bm25,hybrid", "--json"])
-            if out.returncode:
-                raise SystemExit(out.stderr[-2000:])
-            results = {r["config"]: r["pass@10"] for r in json.loads(out.stdout)["results"]}
-            orders[label] = results
-            differences = json.loads(out.stdout).get("differences", {}).get("all", [])
-            print(json.dumps({"labels": label, "pass@10": results}), flush=True)
-            for d in differences:
-                if d["metric"] == "Pass@10":
-                    print(f"  {label}: hybrid Pass@10 {d['before']:.2f} -> {d['after']:.2f} ({d['difference']:+.2f}, "
-                          f"{d['low']:+.2f} to {d['high']:+.2f}){' within the noise' if d['within_noise'] else ''}")
-    print(f"{generated['kept']} questions kept of {generated['asked']} asked ({generated['dropped_copied']} repeated "
-          f"their chunk's words, {generated['dropped_not_a_question']} no question) in {time.perf_counter() - started:.0f} s")
-    modes = ("dense", "bm25", "hybrid")
-    agree = []
-    for mode in modes:
-        by = {label: (r[f"{plain}:{mode}"], r[f"{default}:{mode}"]) for label, r in orders.items()}
-        same = all((b > a) == (list(by.values())[0][1] > list(by.values())[0][0]) for a, b in by.values())
-        agree.append(same)
-        print(f"{mode:7} plain -> default: " + "; ".join(f"{label} {a:.2f} -> {b:.2f}" for label, (a, b) in by.items())
-              + f" — {'same order' if same else 'orders differ'}")
-    print(f"generated questions rank plain chunks and the offline default as the cookbook's labels do: "
-          f"{sum(agree)} of {len(agree)} search modes (target: hybrid)")
+                raise SystemExit(f"labels generate failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+            generated = json.loads(done.stdout)
+            print(f"{corpus}, {prompt}: {generated['kept']} questions kept of {generated['asked']} asked "
+                  f"({generated['dropped_copied']} repeated their chunk's words, {generated['dropped_not_a_question']} "
+                  f"no question) in {time.perf_counter() - started:.0f} s; e.g. "
+                  + " | ".join(e["question"] for e in generated["examples"][:3]), flush=True)
+            with tempfile.TemporaryDirectory() as tmp:
+                path = Path(tmp) / "generated.jsonl"
+                path.write_text(_run(["labels", "export", "-c", default, "--source", "generated"]).stdout)
+                orders[prompt] = _order(corpus, prompt, plain, default, path, "jsonl")
+        for prompt in PROMPTS:
+            same = [mode for mode in MODES if _sign(orders[prompt][mode]) == _sign(orders["labels"][mode])]
+            print(f"{corpus}, {prompt}: " + "; ".join(
+                f"{mode} labels {orders['labels'][mode][0]:.2f} -> {orders['labels'][mode][1]:.2f}, generated "
+                f"{orders[prompt][mode][0]:.2f} -> {orders[prompt][mode][1]:.2f}" for mode in MODES)
+                + f" — same order in {', '.join(same) or 'no mode'}", flush=True)
+            if "hybrid" in same:
+                agree[prompt].append(corpus)
+    for prompt, corpora_agreeing in agree.items():
+        print(f"questions generated with {prompt}: plain -> default (hybrid) in the labels' order on "
+              f"{len(corpora_agreeing)} of {len(args.agreement.split(','))} corpora ({', '.join(corpora_agreeing) or 'none'}; "
+              f"target: at least 2 of 3)")
+
+
+def _order(corpus: str, graded_by: str, plain: str, default: str, queries: Path, fmt: str) -> dict[str, tuple[float, float]]:
+    """Plain's and the default's headline figure (page@10 for page labels, else Pass@10) by search mode."""
+    out = _run(["eval", "-c", plain, "-c", default, "--queries", str(queries), "--format", fmt,
+                "--configs", ",".join(MODES), "--json"])
+    if out.returncode:
+        raise SystemExit(out.stderr[-2000:])
+    payload = json.loads(out.stdout)
+    figure = {r["config"]: r.get("page@10", r["pass@10"]) for r in payload["results"]}
+    print(json.dumps({"corpus": corpus, "graded by": graded_by, "questions": payload["results"][0]["queries"],
+                      "headline@10": figure}), flush=True)
+    for d in payload.get("differences", {}).get("all", []):
+        if d["metric"] in ("Pass@10", "page@10"):
+            noise = " within the noise" if d["within_noise"] else ""
+            print(f"  {corpus}, {graded_by}: hybrid {d['metric']} {d['before']:.2f} -> {d['after']:.2f} "
+                  f"({d['difference']:+.2f}, {d['low']:+.2f} to {d['high']:+.2f}){noise}"
+                  f" on {d['questions']} questions, {d['clusters']} documents", flush=True)
+    return {mode: (figure[f"{plain}:{mode}"], figure[f"{default}:{mode}"]) for mode in MODES}
+
+
+def _sign(pair: tuple[float, float]) -> int:
+    return (pair[1] > pair[0]) - (pair[1] < pair[0])

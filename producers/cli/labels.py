@@ -59,6 +59,8 @@ def generate(collection: str = typer.Option(..., "--collection", "-c"),
                                                             "(default: the collection's)"),
              model: str | None = typer.Option(None, "--model", help="Its model (default: the collection's)"),
              seed: int = typer.Option(0, help="Which chunks are sampled."),
+             opening: bool = typer.Option(True, "--opening/--no-opening",
+                                          help="Show the model the document's opening before the chunk."),
              json_output: bool = typer.Option(False, "--json")) -> None:
     """Questions a language model writes about chunks sampled over the documents, stored as labels
     with "source": "generated". Questions that repeat their chunk's words are dropped (and counted);
@@ -83,7 +85,7 @@ def generate(collection: str = typer.Option(..., "--collection", "-c"),
             print(f"\r{n}/{count} chunks asked", end="", file=sys.stderr, flush=True)
 
     try:
-        result = generation.generate(config, count, write, seed, record, progress)
+        result = generation.generate(config, count, write, seed, record, progress, with_opening=opening)
     except errors.ProviderUnavailable as e:
         fail(str(e))
     if sys.stderr.isatty():

@@ -146,9 +146,10 @@ class _LlamaWriter:
             "cache_read_tokens": 0, "output_tokens": used.get("completion_tokens", 0), "cost_usd": 0.0}
 
 
-def sample(config: CollectionConfig, count: int, seed: int = 0) -> list[dict[str, Any]]:
+def sample(config: CollectionConfig, count: int, seed: int = 0, with_opening: bool = True) -> list[dict[str, Any]]:
     """``count`` chunks spread over the collection's indexed documents: round robin over the
-    documents (in a seeded order), a seeded chunk of each that has enough words."""
+    documents (in a seeded order), a seeded chunk of each that has enough words; each with its
+    document's opening unless ``with_opening`` is false."""
     rng = random.Random(seed)
     doc_ids = sorted(states.doc_ids(config.name, states.INDEXED))
     rng.shuffle(doc_ids)
@@ -172,7 +173,8 @@ def sample(config: CollectionConfig, count: int, seed: int = 0) -> list[dict[str
                 continue
             chunk = pool.pop()
             seen.add((doc_id, chunk["chunk"]))
-            picked.append({**chunk, "doc_id": doc_id, "opening": opening(in_order[doc_id], chunk["chunk"])})
+            before = opening(in_order[doc_id], chunk["chunk"]) if with_opening else ""
+            picked.append({**chunk, "doc_id": doc_id, "opening": before})
     return picked
 
 
@@ -230,12 +232,12 @@ def is_question(text: str) -> bool:
 
 def generate(config: CollectionConfig, count: int, write: Writer, seed: int = 0,
              record: Callable[[str, int, dict[str, Any], float], None] | None = None,
-             progress: Callable[[int], None] | None = None) -> Generated:
+             progress: Callable[[int], None] | None = None, with_opening: bool = True) -> Generated:
     """Up to ``count`` generated labels for ``config``; ``record(doc_id, chunk, usage, seconds)``
-    puts each call on the bill."""
+    puts each call on the bill; ``with_opening`` false asks about the chunk alone."""
     result = Generated()
     started = time.monotonic()
-    for chunk in sample(config, count, seed):
+    for chunk in sample(config, count, seed, with_opening):
         result.asked += 1
         t0 = time.monotonic()
         try:

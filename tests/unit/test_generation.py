@@ -36,7 +36,7 @@ def test_a_model_that_cannot_be_reached_ends_generation_at_the_first_chunk(monke
     from workers.storage.catalog import CollectionConfig
 
     chunks = [{"doc_id": f"d{i}", "chunk": 0, "text": CHUNK, "opening": ""} for i in range(120)]
-    monkeypatch.setattr(generation, "sample", lambda config, count, seed=0: chunks[:count])
+    monkeypatch.setattr(generation, "sample", lambda config, count, seed=0, with_opening=True: chunks[:count])
 
     class Unreachable:
         model = "claude-test"
@@ -49,6 +49,31 @@ def test_a_model_that_cannot_be_reached_ends_generation_at_the_first_chunk(monke
     with pytest.raises(ProviderUnavailable, match="stopped after 1 of 120 chunks.*could not be reached"):
         generation.generate(CollectionConfig(name="c"), 120, Unreachable())
     assert Unreachable.calls == 1
+
+
+def test_without_the_opening_the_model_reads_the_chunk_alone(monkeypatch) -> None:
+    """``labels generate --no-opening``: the prompt the ranking check compares with the opening's."""
+    from workers.storage import chunk_index, states
+    from workers.storage.catalog import CollectionConfig
+
+    document = [{"chunk": n, "text": f"part {n} " + CHUNK} for n in range(3)]
+    monkeypatch.setattr(states, "doc_ids", lambda collection, state: ["d"])
+    monkeypatch.setattr(chunk_index, "all_chunks", lambda config, doc_id: [dict(c) for c in document])
+    monkeypatch.setattr(generation.labelling, "add", lambda *args, **kwargs: None)
+
+    class Recording:
+        model = "claude-test"
+        asked: list[str] = []
+
+        def write(self, system: str, user: str) -> tuple[str, dict]:
+            Recording.asked.append(user)
+            return "How big was the jump in quarterly revenue?", {}
+
+    for with_opening in (True, False):
+        Recording.asked = []
+        generation.generate(CollectionConfig(name="c"), 3, Recording(), with_opening=with_opening)
+        later = [p for p in Recording.asked if "part 0" not in p.split("<passage>")[1]]
+        assert len(later) == 2 and all(("<document>" in p) == with_opening for p in later)
 
 
 def test_the_pilot_draws_the_same_sample_every_time(tmp_path) -> None:
