@@ -11,8 +11,7 @@ import subprocess
 import time
 from typing import Any
 
-from ops.benchmarks.common import DATA
-from ops.benchmarks.corpora import CORPORA, QUERIES
+from ops.benchmarks.corpora import CORPORA, labels
 from ops.harness import SITUATE
 
 
@@ -28,19 +27,19 @@ def bench_compaction(args: Any) -> None:
 
     rows = []
     for corpus in [c for c in CORPORA if not args.only or c in args.only.split(",")]:
-        queries, fmt = QUERIES.get(corpus, ("evaluation_set.jsonl", "cookbook"))
+        queries, fmt = labels(corpus)
         for collection in (f"{args.prefix}{corpus}-plain".replace("_", "-"), f"{args.prefix}{corpus}".replace("_", "-")):
             config = catalog.find(collection)
             if config is None:
                 print(f"{collection}: not built (ops/bench corpora builds it); skipped", flush=True)
                 continue
-            before = grade(collection, str(DATA / corpus / queries), fmt)
+            before = grade(collection, str(queries), fmt)
             started = time.perf_counter()
             merged = compaction.compact(config.index_name)
             assert merged is not None
             before_shape, after_shape = merged
             merge_s = time.perf_counter() - started
-            after = grade(collection, str(DATA / corpus / queries), fmt)
+            after = grade(collection, str(queries), fmt)
             row = {"collection": collection, "chunks": after_shape.documents, "segments_before": before_shape.segments,
                    "segments_after": after_shape.segments, "merge_s": round(merge_s, 1), "before": before, "after": after}
             rows.append(row)

@@ -34,6 +34,12 @@ FOLDERS = {"financebench": "pdfs", "mmlongbench": "pdfs"}  # corpora that are fo
 QUERIES = {"financebench": ("queries.jsonl", "jsonl"), "mmlongbench": ("queries.jsonl", "jsonl")}
 
 
+def labels(corpus: str) -> tuple[Path, str]:
+    """A corpus's labelled questions and their format for ``situate eval --format``."""
+    name, fmt = QUERIES.get(corpus, ("evaluation_set.jsonl", "cookbook"))
+    return DATA / corpus / name, fmt
+
+
 def ingest(collection: str, corpus: str, flags: list[str]) -> float:
     started = time.perf_counter()
     source = ["--format", "cookbook", str(DATA / corpus / "codebase_chunks.json")] if corpus not in FOLDERS \
@@ -60,8 +66,8 @@ def bench_corpora(args) -> None:
                 subprocess.run([SITUATE, "drop", "-c", name, "--yes"], capture_output=True)
             timings[plain] = ingest(plain, corpus, ["--contextualizer", "none", *language_flag])
             timings[default] = ingest(default, corpus, language_flag)
-            queries, fmt = QUERIES.get(corpus, ("evaluation_set.jsonl", "cookbook"))
-            suites[corpus] = {"queries": str(DATA / corpus / queries), "format": fmt,
+            queries, fmt = labels(corpus)
+            suites[corpus] = {"queries": str(queries), "format": fmt,
                               "collections": {"plain": plain, "default": default}}
     finally:
         worker.stop()

@@ -81,8 +81,7 @@ def _agreement(args: Any) -> None:
                 corpora.ingest(name, corpus, flags)
         finally:
             worker.stop()
-        queries, fmt = corpora.QUERIES.get(corpus, ("evaluation_set.jsonl", "cookbook"))
-        orders = {"labels": _order(corpus, "labels", plain, default, DATA / corpus / queries, fmt)}
+        orders = {"labels": _order(corpus, "labels", plain, default, *corpora.labels(corpus))}
         for prompt, flags in PROMPTS.items():
             _run(["labels", "delete", "-c", default, "--source", "generated", "--yes"])
             started = time.perf_counter()
