@@ -305,9 +305,12 @@ def drop(collection: str = typer.Option(..., "--collection", "-c"),
     try:
         listed = catalog.find(collection) is not None
         unfinished = not listed and catalog.dropping(collection) is not None
+        left = [] if listed or unfinished else chunk_index.left_behind(collection)
     except errors.CollectionError as e:
         fail(str(e))
-    left = [] if listed or unfinished else chunk_index.left_behind(collection)
+    except Exception as e:  # OpenSearch unreachable: what it holds cannot be told
+        fail(f"{collection}: not listed, and OpenSearch could not be asked for an index it left behind "
+             f"({type(e).__name__}: {e})", 1)
     if not (unfinished or left):
         existing(collection)
     question = f"delete collection {collection!r} and its index?" if not left else \
