@@ -19,8 +19,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workers.chunks.splitting import Chunk
+from workers.errors import WriteRefused
 from workers.pipeline.stores import Stores
+from workers.storage.bundle_pool import Member
 from workers.storage.catalog import CollectionConfig
+from workers.storage.chunk_index import VersionWrite
 
 RANK = {"queued": 0, "chunked": 1, "situated": 2, "indexed": 3}
 
@@ -164,12 +167,15 @@ class MemoryIndex:
 
     def __init__(self) -> None:
         self.rows: dict[str, dict[tuple[str, str], tuple[int, list[dict[str, Any]]]]] = {}
+        self.refuse: set[str] = set()  # documents whose chunks the writes refuse, as OpenSearch may
 
     def ensure_index(self, config: CollectionConfig) -> None:
         self.rows.setdefault(config.name, {})
 
     def write_version(self, config: CollectionConfig, doc_id: str, version: str, seq: int, rows: list[dict[str, Any]],
                       metadata: dict[str, Any], rollback: bool = True) -> None:
+        if doc_id in self.refuse:
+            raise WriteRefused(f"OpenSearch refused {len(rows)} of {len(rows)} chunk(s): mapper_parsing_exception")
         self.rows[config.name][(doc_id, version)] = (seq, [{**r, "metadata": metadata} for r in rows])
 
     def delete_version(self, config: CollectionConfig, doc_id: str, version: str, numbers: list[int]) -> int:
@@ -184,6 +190,19 @@ class MemoryIndex:
         older = [key for key, (s, _) in docs.items() if key[0] == doc_id and s < seq]
         return sum(len(docs.pop(key)[1]) for key in older)
 
+
+    def write_versions(self, config: CollectionConfig, writes: list[VersionWrite]) -> dict[str, WriteRefused]:
+        refused: dict[str, WriteRefused] = {}
+        for w in writes:
+            try:
+                self.write_version(config, w.doc_id, w.version, w.seq, w.rows, w.metadata, w.rollback)
+            except WriteRefused as e:
+                refused[w.doc_id] = e
+        return refused
+
+    def delete_older_many(self, config: CollectionConfig, seqs: dict[str, int], refresh_first: bool = False) -> int:
+        return sum(self.delete_older(config, d, seq) for d, seq in seqs.items())
+
     def versions(self, collection: str, doc_id: str) -> list[str]:
         return sorted(v for d, v in self.rows.get(collection, {}) if d == doc_id)
 
@@ -197,10 +216,15 @@ class MemoryGate:
 
     sent: list[tuple[str, tuple[Any, ...], str]] = field(default_factory=list)
     charged: Counter[str] = field(default_factory=Counter)
+    delays: list[float] = field(default_factory=list)  # of what was sent for later, in order
 
     def send(self, task: str, args: tuple[Any, ...] | list[Any], queue: str, priority: int = 0, front: bool = False,
              admit_now: bool = True) -> None:
         self.sent.append((task, tuple(args), queue))
+
+    def send_later(self, task: str, args: tuple[Any, ...] | list[Any], queue: str, delay_s: float) -> None:
+        self.sent.append((task, tuple(args), queue))
+        self.delays.append(delay_s)
 
     def charge(self, queue: str, collection: str, turns: float) -> None:
         if turns >= 1:
@@ -208,6 +232,31 @@ class MemoryGate:
 
     def tasks(self) -> list[str]:
         return [task for task, _, _ in self.sent]
+
+
+@dataclass
+class MemoryBundles:
+    """Collections' pools of one-chunk documents, and what each bundle took."""
+
+    pools: dict[str, list[Member]] = field(default_factory=dict)
+    taken: dict[str, list[Member]] = field(default_factory=dict)
+
+    def add(self, collection: str, doc_id: str, version: str, nbytes: int) -> tuple[int, int]:
+        pool = self.pools.setdefault(collection, [])
+        pool.append(Member(doc_id, version, nbytes))
+        return len(pool), sum(m.nbytes for m in pool)
+
+    def take(self, collection: str, bundle_id: str, most: int, heaviest: int) -> tuple[list[Member], int]:
+        pool = self.pools.setdefault(collection, [])
+        if bundle_id not in self.taken:
+            out: list[Member] = []
+            while pool and len(out) < most and (not out or sum(m.nbytes for m in out) + pool[0].nbytes <= heaviest):
+                out.append(pool.pop(0))
+            self.taken[bundle_id] = out
+        return self.taken[bundle_id], len(pool)
+
+    def sent(self, bundle_id: str) -> None:
+        self.taken.pop(bundle_id, None)
 
 
 class MemoryCapacity:
@@ -238,12 +287,13 @@ class Memory:
     index: MemoryIndex = field(default_factory=MemoryIndex)
     gate: MemoryGate = field(default_factory=MemoryGate)
     metrics: MemoryMetrics = field(default_factory=MemoryMetrics)
+    bundles: MemoryBundles | None = None  # set: one-chunk documents are bundled
 
     @property
     def stores(self) -> Stores:
         return Stores(states=self.states, catalog=self.catalog, checkpoints=self.checkpoints,
                       bodies=lambda: self.bodies, index=self.index, gate=self.gate,
-                      capacity=MemoryCapacity(), metrics=self.metrics)
+                      capacity=MemoryCapacity(), metrics=self.metrics, bundles=self.bundles)
 
     def submit(self, config: CollectionConfig, doc_id: str, text: str, version: str, **payload: Any) -> None:
         """A document as ``submit`` leaves it: its body stored, its state queued."""

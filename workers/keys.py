@@ -150,6 +150,21 @@ BATCH_SCHEDULED = _key("batches", "scheduled")  # when the next tend is due (wal
 def batch_members(batch_id: str) -> str:
     """A batch's requests, in order: its results' ``custom_id`` is an index into them."""
     return _key("batches", "members", batch_id)
+# One-chunk documents waiting to be indexed together (storage/bundle_pool.py)
+BUNDLE_WAITING = _key("bundles", "waiting")  # the documents (collection \x1f id) in a pool
+
+
+def bundle_pool(collection: str) -> str:
+    """A collection's one-chunk documents ready to index, oldest first; ``:bytes`` their weight."""
+    return _key("bundles", "pool", collection)
+
+
+def bundle_taken(bundle_id: str) -> str:
+    """What a collector took from a pool for its bundle, until the bundle is sent (a collector
+    delivered again sends the same one)."""
+    return _key("bundles", "taken", bundle_id)
+
+
 REBUILDER = _key("rebuilder")  # the lease of the worker advancing reindexes
 
 # Idle indices merged into few segments (storage/compaction.py)

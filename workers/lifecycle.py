@@ -25,6 +25,7 @@ from workers.storage import (
     batch_pool,
     bill,
     bodies,
+    bundle_pool,
     catalog,
     checkpoints,
     chunk_index,
@@ -276,6 +277,7 @@ def delete(name: str) -> None:
     chunk_index.delete_index(config)
     fairqueue.forget_collection(name)
     batch_pool.forget_collection(name)
+    bundle_pool.forget_collection(name)
     states.forget_collection(name)
     checkpoints.forget_collection(name)
     bodies.body_store().forget_collection(name)

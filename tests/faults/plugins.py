@@ -6,6 +6,8 @@ same way a user adds a contextualizer of their own; a worker imports its plugins
   the wrong CPU did — before any call is made.
 - ``keywords-slow`` is the offline default, after ``SITUATE_TEST_SLOW_S`` seconds per document:
   a task long enough to be stopped in the middle.
+- ``SITUATE_TEST_EMBEDDING_FAULTS`` in the environment: the index stage's embedder dies with
+  SIGSEGV on a text holding ``POISON-SEGV``, and sleeps ``SITUATE_TEST_SLOW_EMBED_S`` a request.
 - ``UNTIDY_BROKER_LOSS`` in the environment: closing a broker connection that ``collect()`` has
   detached raises the ``AttributeError`` Celery 5.7.0 met there (``workers.pipeline.consumer``),
   every time, where on its own it happened to one worker in twelve in the failover test."""
@@ -72,5 +74,33 @@ def _untidy_broker_loss() -> None:
     Connection.release = Connection.close = release
 
 
+def _embedding_faults() -> None:
+    """The index stage's embedder, slowed by ``SITUATE_TEST_SLOW_EMBED_S`` a request, and killing
+    its process (SIGSEGV) on a text that holds ``POISON-SEGV``: a bundle's poison document."""
+    from workers.embedding import registry as embedders
+
+    real = embedders.get
+
+    class Faulty:
+        def __init__(self, inner):
+            self.inner = inner
+            self.name, self.dimension = inner.name, inner.dimension
+
+        def embed_documents(self, texts):
+            time.sleep(float(os.environ.get(SLOW_EMBED, "0")))
+            if any(MARKER in t for t in texts):
+                os.kill(os.getpid(), signal.SIGSEGV)
+            return self.inner.embed_documents(texts)
+
+        def embed_query(self, text):
+            return self.inner.embed_query(text)
+
+    embedders.get = lambda name, model="": Faulty(real(name, model))
+
+
+SLOW_EMBED = "SITUATE_TEST_SLOW_EMBED_S"
+EMBEDDING_FAULTS = "SITUATE_TEST_EMBEDDING_FAULTS"
+if os.environ.get(EMBEDDING_FAULTS):
+    _embedding_faults()
 if os.environ.get(UNTIDY_BROKER_LOSS):
     _untidy_broker_loss()

@@ -14,7 +14,8 @@ class Embedder(Protocol):
     dimension: int
 
     def embed_documents(self, texts: list[str]) -> np.ndarray:
-        """The chunks of *one* document, in order (a contextual embedder needs them together)."""
+        """The chunks of one document, in order; or of several one-chunk documents (a bundle),
+        unless the embedder sets ``contextual``: then always one document's, together."""
         ...
 
     def embed_query(self, text: str) -> np.ndarray: ...

@@ -2,8 +2,10 @@
 (``SITUATE_EMBEDDER``, ``SITUATE_EMBED_MODEL``). Documents and queries are embedded
 differently where the model wants it (``input_type``, a ``query:`` prefix), hence two methods.
 
-``embed_documents`` always receives the chunks of *one* document, in order: that is what lets
-``voyage-context`` embed each chunk in the light of its whole document, without an LLM.
+``embed_documents`` receives the chunks of one document, in order — or, from a bundle of
+one-chunk documents, several documents' chunks at once, unless the embedder is ``contextual``:
+``voyage-context`` always gets one document's, which lets it embed each chunk in the light of its
+whole document, without an LLM.
 
 - ``local-e5`` (the default for English), ``local-bge``, ``local``, ``local-multilingual``: ``local``.
 - ``voyage``, ``voyage-context``, ``bedrock``: ``remote``.

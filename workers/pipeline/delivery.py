@@ -11,7 +11,9 @@ Every delivery of a stage task, before it is handed to the pool (``GuardedReques
    message is acknowledged, instead of being delivered again without end. Only a death the work
    could have caused counts — a crash (SIGSEGV, SIGABRT), a kill for memory or past the time
    limit (SIGKILL) — not a stop sent from outside (SIGTERM, SIGINT, SIGHUP, SIGQUIT: systemd's
-   ``KillMode=control-group`` sends SIGTERM to every process of a worker at once).
+   ``KillMode=control-group`` sends SIGTERM to every process of a worker at once). A bundle's
+   message whose process died once is split into its documents' own messages instead
+   (``bundling``): the poison is then found among them, alone.
 3. When a pool child dies (a segfault in a native library, the OOM killer), the parent records
    how, frees the lease at once, and lets Celery put the message back.
 
@@ -38,7 +40,8 @@ from celery import bootsteps
 from celery.worker import state as worker_state
 from celery.worker.request import Request
 
-from workers.pipeline import fair, guard, liveness, presence
+from workers.pipeline import bundling, fair, guard, liveness, presence
+from workers.pipeline.sending import INDEX_BUNDLE_TASK
 from workers.settings import get_settings
 from workers.storage import broker, deliveries, states
 
@@ -98,6 +101,9 @@ class GuardedRequest(Request):
         if not delivered:
             return self._finish_without_running(self._defer, pool)
         self.lease = (unit, holder)
+        if delivered > 1 and self.name == INDEX_BUNDLE_TASK:  # its worker died: which document did it?
+            return self._finish_without_running(
+                lambda: guard.fail_document(self.name, self.args, "its worker died while running it"), pool)
         if delivered > get_settings().max_deliveries:
             return self._finish_without_running(lambda: self._poison(delivered - 1, retries), pool)
         return execute()
@@ -191,7 +197,9 @@ def heartbeat() -> None:
             key, holder = request.lease
             held[key] = holder
         args = request.args if isinstance(request.args, (list, tuple)) else ()
-        if request.name.startswith("situate.") and len(args) >= 2:
+        if request.name == INDEX_BUNDLE_TASK:
+            documents.update(states.member(args[0], m.doc_id) for m in bundling.members_of(args))
+        elif request.name.startswith("situate.") and len(args) >= 2:
             documents.add(states.member(args[0], args[1]))
     # Each on its own: one refused (Redis away, or full) must not keep the others from trying.
     steps: tuple[tuple[str, Callable[[], None]], ...] = (("messages", lambda: broker.touch_unacked(tags, now)),

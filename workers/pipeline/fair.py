@@ -38,6 +38,12 @@ def send(task: str, args: tuple[Any, ...] | list[Any], queue: str, priority: int
         admit([queue])  # parked: others wait their turn before it, and there may be room for them
 
 
+def send_later(task: str, args: tuple[Any, ...] | list[Any], queue: str, delay_s: float) -> None:
+    """``task(*args)`` in ``delay_s``, straight to Celery: a timer (a bundle's wait), not a
+    collection's work, so it takes no turn in the gate."""
+    sending.send_task(task, list(args), queue=queue, countdown=delay_s)
+
+
 def admit(queues: list[str] | None = None, sweep: bool = False) -> int:
     """Let parked work into ``queues`` (default: all) as far as they have room; how many sent.
     The worker that receives each message confirms it (``delivery``). ``sweep``: also park again

@@ -21,6 +21,8 @@ from kombu.exceptions import OperationalError
 
 from workers import faults, keys, metrics
 from workers.errors import BadDocument, PublicError
+from workers.pipeline import bundling, fair
+from workers.pipeline.sending import INDEX_BUNDLE_TASK
 from workers.storage import states
 
 log = logging.getLogger("situate.tasks")
@@ -38,6 +40,8 @@ def unit_of(task_name: str, args: Sequence[Any]) -> str | None:
         return None
     collection, doc_id, version = args[:3]
     stage = task_name.split(".", 1)[1]
+    if stage == "index_bundle":  # (collection, bundle id, its documents)
+        return keys.lease(collection, "bundle", doc_id, stage)
     if stage == "contextualize_slice" and len(args) > 3 and args[3]:
         stage = f"slice:{min(args[3])}"
     elif stage in ("poll_batch", "situate", "situate_slice"):  # one unit with contextualize
@@ -48,6 +52,13 @@ def unit_of(task_name: str, args: Sequence[Any]) -> str | None:
 
 
 def fail_document(task_name: str, args: Sequence[Any], reason: str) -> None:
+    """A stage's document failed with ``reason``; a bundle's documents each sent on alone instead,
+    as its failure cannot be pinned on one of them (``bundling``)."""
+    if task_name == INDEX_BUNDLE_TASK:
+        log.warning("bundle %s of %s: %s; its %d documents sent on alone", args[1], args[0], reason,
+                    len(bundling.members_of(args)))
+        bundling.split(fair, args)
+        return
     collection, doc_id, version = args[:3]
     log.error("document %s/%s failed: %s", collection, doc_id, reason)
     states.set_state(collection, doc_id, version, states.FAILED, error=reason[:2000])

@@ -12,7 +12,8 @@ it last moved — each state move sets it, and every worker heartbeat touches th
 messages that worker holds (running, waiting for a slot or for a countdown). A pass reads only
 the oldest of it (``ZRANGEBYSCORE … LIMIT``: O(log N + batch)), and for each document older than
 ``SITUATE_RECONCILE_AFTER_S`` asks: is its work waiting in the fair gate (``fairqueue.WAITING``,
-one HMGET), or for a Message Batch (``batch_pool.waiting``: it may wait a day), or in Celery's
+one HMGET), or for a Message Batch (``batch_pool.waiting``: it may wait a day), or in a bundle's
+pool (``bundle_pool.waiting``), or in Celery's
 queues or delivered-but-unacknowledged lists (read whole: the fair gate
 keeps the queues a few messages deep)? If neither, it is stalled: the task of its state is sent
 again — chunk, contextualize (or the Message Batch poll it was waiting on), index — which resumes
@@ -38,7 +39,7 @@ from typing import Any
 
 from workers import keys, metrics
 from workers.contextualizers.llm.batches import GROUPED
-from workers.pipeline import delivery, fair
+from workers.pipeline import bundling, delivery, fair
 from workers.pipeline.routing import (
     CHUNK_PRIORITY,
     CHUNK_QUEUE,
@@ -50,7 +51,7 @@ from workers.pipeline.routing import (
 )
 from workers.pipeline.sending import CHUNK_TASK, CONTEXTUALIZE_TASK, INDEX_TASK, POLL_BATCH_TASK, send_task
 from workers.settings import get_settings
-from workers.storage import batch_pool, broker, deliveries, fairqueue, states
+from workers.storage import batch_pool, broker, bundle_pool, deliveries, fairqueue, states
 
 log = logging.getLogger("situate.reconcile")
 
@@ -68,7 +69,9 @@ def in_celery() -> set[str]:
     lists = [key for queue in all_queues() for key in sublists(queue)]
     for raw in itertools.chain(broker.waiting(lists, 10_000), broker.unacked()):
         args = _args_of(raw)
-        if args and len(args) >= 2:
+        if args and len(args) >= 3 and isinstance(args[2], list):  # a bundle: its documents
+            found.update(states.member(str(args[0]), m.doc_id) for m in bundling.members_of(args))
+        elif args and len(args) >= 2:
             found.add(states.member(str(args[0]), str(args[1])))
     return found
 
@@ -152,7 +155,13 @@ def reconcile_once(now: float | None = None) -> Counter[str]:
         if not rows:
             break
         members = [states.member(c, d) for c, d, _ in rows]
-        waiting = [n or int(b) for n, b in zip(fairqueue.waiting(members), batch_pool.waiting(members))]
+        pooled = bundle_pool.waiting(members)
+        waiting = [n or int(b) or int(p) for n, b, p in zip(fairqueue.waiting(members), batch_pool.waiting(members), pooled)]
+        # A pool whose documents have waited this long lost its collector (failed, or purged):
+        # another one, which takes what is there (or nothing: a busy index queue only delays it).
+        for collection in {c for (c, _, _), p in zip(rows, pooled) if p}:
+            bundling.nudge(fair, collection)
+            outcome["bundles_nudged"] += 1
         looked = states.fields_of_many([(c, d) for c, d, _ in rows], "state", "version", "batch", "chunks_total")
         touch: list[str] = []
         for (collection, doc_id, at), m, n, (state, version, batch, chunks_total) in zip(rows, members, waiting, looked):
@@ -171,7 +180,7 @@ def reconcile_once(now: float | None = None) -> Counter[str]:
         states.touch(touch)
         if len(rows) < BATCH:
             break
-    if sum(outcome[k] for k in ("chunk", "contextualize", "index")):
+    if sum(outcome[k] for k in ("chunk", "contextualize", "index", "bundles_nudged")):
         fair.admit()  # once for all it parked
     return outcome
 

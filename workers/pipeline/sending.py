@@ -26,6 +26,8 @@ from workers.settings import get_settings
 CHUNK_TASK = "situate.chunk"
 CONTEXTUALIZE_TASK = "situate.contextualize"
 INDEX_TASK = "situate.index"
+COLLECT_BUNDLE_TASK = "situate.collect_bundle"  # one-chunk documents taken from their pool as a bundle
+INDEX_BUNDLE_TASK = "situate.index_bundle"  # a bundle's documents indexed together
 SLICE_TASK = "situate.contextualize_slice"
 POLL_BATCH_TASK = "situate.poll_batch"  # 0.2's batches of one document, still in flight after an upgrade
 TEND_BATCHES_TASK = "situate.tend_batches"
@@ -93,8 +95,9 @@ def app() -> Celery:
     return _app
 
 
-def send_task(name: str, args: list[Any], queue: str, priority: int = 0, task_id: str | None = None) -> None:
-    app().send_task(name, args=args, queue=queue, priority=priority, task_id=task_id)
+def send_task(name: str, args: list[Any], queue: str, priority: int = 0, task_id: str | None = None,
+              countdown: float | None = None) -> None:
+    app().send_task(name, args=args, queue=queue, priority=priority, task_id=task_id, countdown=countdown)
 
 
 @before_task_publish.connect

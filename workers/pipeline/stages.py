@@ -21,8 +21,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from workers import faults
 from workers.chunks import recipe
 from workers.chunks.splitting import Chunk, is_code
 from workers.contextualizers import registry
@@ -31,13 +33,15 @@ from workers.embedding import registry as embedders
 from workers.errors import BadDocument, ExtractionError
 from workers.extraction import detect, sandbox
 from workers.extraction.limits import Limits
-from workers.pipeline import stores
+from workers.pipeline import bundling, stores
 from workers.pipeline.routing import CHUNK_QUEUE, INDEX_QUEUE, contextualize_priority, document_queue
 from workers.pipeline.sending import CONTEXTUALIZE_TASK, INDEX_TASK, SLICE_TASK
 from workers.pipeline.stores import Stores
 from workers.settings import get_settings
 from workers.storage import states as state_names
+from workers.storage.bundle_pool import Member
 from workers.storage.catalog import CollectionConfig
+from workers.storage.chunk_index import VersionWrite
 from workers.storage.working_set import Opening
 
 if TYPE_CHECKING:
@@ -81,7 +85,7 @@ def chunk(s: Stores, collection: str, doc_id: str, version: str) -> None:
         payload = payload if payload is not None else _present(stores.body_of(s, opened, collection, doc_id, version))
         doc = _source_of(collection, doc_id, version, chunks, language, metadata, payload)
         contexts_for(s, registry.for_collection(config), doc, chunks)
-        s.gate.send(INDEX_TASK, (collection, doc_id, version), queue=INDEX_QUEUE)
+        _to_index(s, collection, doc_id, version, chunks)
         s.states.set_state(collection, doc_id, version, state_names.SITUATED, chunks_total=len(chunks), **facts)
         return
     s.gate.send(CONTEXTUALIZE_TASK, (collection, doc_id, version), queue=document_queue(collection, doc_id),
@@ -162,7 +166,7 @@ def contextualize(s: Stores, collection: str, doc_id: str, version: str, submit_
             _warm_then_slice(s, contextualizer, doc, chunks, done, slice_size)
             return
         if len(done) + len(contexts_for(s, contextualizer, doc, missing)) == len(chunks):
-            _send_to_index(s, collection, doc_id, version)  # every context is in: no need to read them again
+            _send_to_index(s, collection, doc_id, version, chunks)  # every context is in: no need to read them again
             return
     hand_to_index(s, collection, doc_id, version, len(chunks))
 
@@ -241,9 +245,18 @@ def hand_to_index(s: Stores, collection: str, doc_id: str, version: str, total: 
     _send_to_index(s, collection, doc_id, version)
 
 
-def _send_to_index(s: Stores, collection: str, doc_id: str, version: str) -> None:
-    s.gate.send(INDEX_TASK, (collection, doc_id, version), queue=INDEX_QUEUE)
+def _send_to_index(s: Stores, collection: str, doc_id: str, version: str, chunks: list[Chunk] | None = None) -> None:
+    _to_index(s, collection, doc_id, version, chunks)
     s.states.set_state(collection, doc_id, version, state_names.SITUATED)
+
+
+def _to_index(s: Stores, collection: str, doc_id: str, version: str, chunks: list[Chunk] | None) -> None:
+    """The index stage's message; a one-chunk document (``chunks`` known) joins its collection's
+    bundle instead (``bundling``)."""
+    if chunks is not None and len(chunks) == 1 and bundling.enabled(s):
+        bundling.offer(s, collection, doc_id, version, len(chunks[0].text.encode("utf-8")))
+    else:
+        s.gate.send(INDEX_TASK, (collection, doc_id, version), queue=INDEX_QUEUE)
 
 
 def source(s: Stores, collection: str, doc_id: str, version: str, chunks: list[Chunk], language: str,
@@ -281,10 +294,23 @@ def tail_weight(config: CollectionConfig, chunks: list[Chunk]) -> float:
     return config.embed_tail if any(c.pages for c in chunks) else 0.0
 
 
-def index(s: Stores, collection: str, doc_id: str, version: str) -> CollectionConfig | None:
-    """Contexts -> vectors -> the index, this version whole; older versions removed after; the
-    document's working data released. The collection's config when this version was indexed
-    (a reindex's generation then advances: ``tasks``), else None."""
+@dataclass
+class Ready:
+    """A document version opened by the index stage: its rows made, their texts to embed."""
+
+    doc_id: str
+    version: str
+    doc: dict[str, Any]  # its state
+    config: CollectionConfig
+    opened: Opening
+    chunks: list[Chunk]
+    metadata: dict[str, Any]
+    rows: list[dict[str, Any]]
+    texts: list[str]
+
+
+def _ready(s: Stores, collection: str, doc_id: str, version: str) -> Ready | None:
+    """The document opened for indexing, or None if this version needs none (done, superseded)."""
     opened = stores.open_document(s, collection, doc_id, version, contexts=True, body=get_settings().keep_text)
     doc = stores.current(opened.state, version, state_names.INDEXED)
     if not doc:
@@ -297,34 +323,115 @@ def index(s: Stores, collection: str, doc_id: str, version: str) -> CollectionCo
     title = doc.get("title") or None
     rows = [{"n": c.n, "text": c.text, "start": c.start, "end": c.end, "context": contexts[c.n]["text"],
              "pages": list(c.pages) if c.pages else None, "section": c.section, "title": title} for c in chunks]
-    # One document's chunks, in order: a contextual embedder (voyage-context) needs them together.
     # The chunk alone, or with its context (LLM contexts), or with the part of an offline context
     # meant for the vector (an extracted document's header).
-    embedded = [contextualized_text(r["context"] if config.embed_context else contexts[r["n"]].get("embed", ""), r["text"])
-                for r in rows]
-    vectors = embedders.for_documents(config.embedder, config.embed_model, tail_weight(config, chunks)).embed_documents(embedded)
-    for row, vector in zip(rows, vectors):
-        row["vector"] = vector
+    texts = [contextualized_text(r["context"] if config.embed_context else contexts[r["n"]].get("embed", ""), r["text"])
+             for r in rows]
+    return Ready(doc_id, version, doc, config, opened, chunks, metadata, rows, texts)
+
+
+def _embed(config: CollectionConfig, ready: list[Ready]) -> None:
+    """Each document's rows given their vectors: one request for all the documents that weigh a
+    long chunk's tail alike — but one per document for a contextual embedder (voyage-context), which
+    reads one document's chunks together, in order."""
+    groups: dict[float, list[Ready]] = {}
+    for r in ready:
+        groups.setdefault(tail_weight(config, r.chunks), []).append(r)
+    for tail, group in groups.items():
+        embedder = embedders.for_documents(config.embedder, config.embed_model, tail)
+        parts = [[r] for r in group] if getattr(embedder, "contextual", False) else [group]
+        for part in parts:
+            vectors = iter(embedder.embed_documents([t for r in part for t in r.texts]))
+            for r in part:
+                for row in r.rows:
+                    row["vector"] = next(vectors)
+
+
+def _record_indexed(s: Stores, config: CollectionConfig, r: Ready) -> bool:
+    """The document's state moved to indexed, once its version is written. False when it was
+    superseded or deleted while we wrote: then what we wrote is removed again."""
+    if s.states.set_state(config.name, r.doc_id, r.version, state_names.INDEXED, indexed_version=r.version,
+                          chunks=len(r.rows), chunks_total=len(r.rows), error="", indexed_at=f"{time.time():.3f}"):
+        return True
+    now = s.states.get(config.name, r.doc_id)
+    if now is None or now.get("version") != r.version:  # superseded or deleted while we wrote
+        s.index.delete_version(config, r.doc_id, r.version, [row["n"] for row in r.rows])
+        log.info("%s/%s v%s: superseded while indexing; its chunks removed", config.name, r.doc_id, r.version)
+        if not s.catalog.is_current(config):  # dropped between our check and the write
+            s.index.delete_stray_index(config)
+    return False
+
+
+def _recently_indexed(r: Ready) -> bool:
+    """The previous version was indexed moments ago: the search for older chunks must see it."""
+    return time.time() - float(r.doc.get("indexed_at") or 0) < 5
+
+
+def _close(s: Stores, config: CollectionConfig, r: Ready) -> None:
+    stores.close_indexed(s, config.name, r.doc_id, r.version, _kept_body(s, r.opened, config, r.doc_id, r.version),
+                         lambda m: _count_indexed(m, config.name, len(r.rows)))
+
+
+def index(s: Stores, collection: str, doc_id: str, version: str) -> CollectionConfig | None:
+    """Contexts -> vectors -> the index, this version whole; older versions removed after; the
+    document's working data released. The collection's config when this version was indexed
+    (a reindex's generation then advances: ``tasks``), else None."""
+    r = _ready(s, collection, doc_id, version)
+    if r is None:
+        return None
+    config = r.config
+    _embed(config, [r])
     if not s.catalog.is_current(config):  # dropped (and perhaps made again) while we embedded
         log.info("%s/%s v%s: its collection was dropped; nothing written", collection, doc_id, version)
         return None
     s.index.ensure_index(config)
-    s.index.write_version(config, doc_id, version, doc["seq"], rows, metadata, rollback=doc.get("indexed_version") != version)
-    if not s.states.set_state(collection, doc_id, version, state_names.INDEXED, indexed_version=version,
-                              chunks=len(rows), chunks_total=len(rows), error="", indexed_at=f"{time.time():.3f}"):
-        now = s.states.get(collection, doc_id)
-        if now is None or now.get("version") != version:  # superseded or deleted while we wrote
-            s.index.delete_version(config, doc_id, version, [r["n"] for r in rows])
-            log.info("%s/%s v%s: superseded while indexing; its chunks removed", collection, doc_id, version)
-            if not s.catalog.is_current(config):  # dropped between our check and the write
-                s.index.delete_stray_index(config)
+    s.index.write_version(config, doc_id, version, r.doc["seq"], r.rows, r.metadata,
+                          rollback=r.doc.get("indexed_version") != version)
+    if not _record_indexed(s, config, r):
         return None
-    # The previous version was indexed moments ago: make sure the search below sees it.
-    recent = time.time() - float(doc.get("indexed_at") or 0) < 5
-    removed = s.index.delete_older(config, doc_id, doc["seq"], refresh_first=recent)
-    stores.close_indexed(s, collection, doc_id, version, _kept_body(s, opened, config, doc_id, version),
-                         lambda m: _count_indexed(m, collection, len(rows)))
-    log.info("indexed %s/%s v%s: %d chunks, %d older removed", collection, doc_id, version, len(rows), removed)
+    removed = s.index.delete_older(config, doc_id, r.doc["seq"], refresh_first=_recently_indexed(r))
+    _close(s, config, r)
+    log.info("indexed %s/%s v%s: %d chunks, %d older removed", collection, doc_id, version, len(r.rows), removed)
+    return config
+
+
+def index_bundle(s: Stores, collection: str, members: list[Member]) -> CollectionConfig | None:
+    """``index`` for a bundle's documents (``bundling``): one embedding request, one bulk write, one
+    search for older versions. A document that cannot be read, or whose write is refused, is sent
+    on alone (its own index message fails it with its reason, or indexes it); the others finish.
+    An error of the whole bundle propagates, and the task sends every document on alone."""
+    ready: list[Ready] = []
+    alone: list[Member] = []
+    for m in members:
+        try:
+            r = _ready(s, collection, m.doc_id, m.version)
+        except Exception as e:  # noqa: BLE001 - any document's own error is that document's alone
+            if faults.is_store_fault(e):
+                raise  # a store away: the whole bundle waits it out (the task's retry in place)
+            log.info("%s/%s v%s: sent on alone from its bundle: %s", collection, m.doc_id, m.version, type(e).__name__)
+            alone.append(m)
+            continue
+        if r is not None:
+            ready.append(r)
+    config = ready[0].config if ready else None
+    if config is not None:
+        _embed(config, ready)
+        if not s.catalog.is_current(config):
+            log.info("%s: dropped while a bundle of %d was embedded; nothing written", collection, len(ready))
+            return None
+        s.index.ensure_index(config)
+        refused = s.index.write_versions(config, [
+            VersionWrite(r.doc_id, r.version, r.doc["seq"], r.rows, r.metadata,
+                         rollback=r.doc.get("indexed_version") != r.version) for r in ready])
+        alone += [Member(r.doc_id, r.version) for r in ready if r.doc_id in refused]
+        done = [r for r in ready if r.doc_id not in refused and _record_indexed(s, config, r)]
+        removed = s.index.delete_older_many(config, {r.doc_id: r.doc["seq"] for r in done},
+                                            refresh_first=any(_recently_indexed(r) for r in done))
+        for r in done:
+            _close(s, config, r)
+        log.info("indexed a bundle of %s: %d documents, %d older chunks removed, %d sent on alone", collection,
+                 len(done), removed, len(alone))
+    bundling.send_alone(s.gate, collection, alone)
     return config
 
 

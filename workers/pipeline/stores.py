@@ -18,10 +18,12 @@ from typing import Any, Protocol
 
 from workers import metrics as metrics_module
 from workers.chunks.splitting import Chunk
-from workers.errors import BadDocument, NoSuchCollection
+from workers.errors import BadDocument, NoSuchCollection, WriteRefused
 from workers.storage import states as state_names
 from workers.storage.bodies import BodyStore
+from workers.storage.bundle_pool import Member
 from workers.storage.catalog import CollectionConfig
+from workers.storage.chunk_index import VersionWrite
 from workers.storage.working_set import Opening
 
 
@@ -80,12 +82,28 @@ class ChunkIndex(Protocol):
 
     def delete_older(self, config: CollectionConfig, doc_id: str, seq: int, refresh_first: bool = ...) -> int: ...
 
+    def write_versions(self, config: CollectionConfig, writes: list[VersionWrite]) -> dict[str, WriteRefused]: ...
+
+    def delete_older_many(self, config: CollectionConfig, seqs: dict[str, int], refresh_first: bool = ...) -> int: ...
+
+
+class Bundles(Protocol):
+    """One-chunk documents waiting to be indexed together (``storage.bundle_pool``)."""
+
+    def add(self, collection: str, doc_id: str, version: str, nbytes: int) -> tuple[int, int]: ...
+
+    def take(self, collection: str, bundle_id: str, most: int, heaviest: int) -> tuple[list[Member], int]: ...
+
+    def sent(self, bundle_id: str) -> None: ...
+
 
 class Gate(Protocol):
     """The next stage's message, through the fair gate (``pipeline.fair``)."""
 
     def send(self, task: str, args: tuple[Any, ...] | list[Any], queue: str, priority: int = ..., front: bool = ...,
              admit_now: bool = ...) -> None: ...
+
+    def send_later(self, task: str, args: tuple[Any, ...] | list[Any], queue: str, delay_s: float) -> None: ...
 
     def charge(self, queue: str, collection: str, turns: float) -> None: ...
 
@@ -134,6 +152,7 @@ class Stores:
     capacity: Capacity
     metrics: Metrics
     working: WorkingSet | None = None
+    bundles: Bundles | None = None  # without it (the in-memory stores), every document is indexed alone
 
 
 def open_document(s: Stores, collection: str, doc_id: str, version: str, contexts: bool = False,

@@ -8,6 +8,8 @@ deployment's stores (``STORES``: Redis, S3 if configured, OpenSearch).
     tend_batches         (contextualize.0)  Message Batches mode: batches cut from the pool, ended ones collected
     poll_batch           (contextualize.N)  0.2's batches of one document, still running after an upgrade
     index                (index)            contexts -> vectors -> OpenSearch; older versions removed after
+    collect_bundle       (index)            one-chunk documents taken from their pool as a bundle (``bundling``)
+    index_bundle         (index)            ``index`` for a bundle's documents together
 
 What is Celery's own stays here: the task base that guards deliveries (``guard``), the Message
 Batch poll scheduled with a countdown, a reindex's advance once its document lands, and the
@@ -24,20 +26,22 @@ from workers.chunks.splitting import Chunk
 from workers.contextualizers import registry, reuse
 from workers.contextualizers.base import SourceDocument
 from workers.contextualizers.llm import batches as batches_module
-from workers.pipeline import delivery, fair, rebuild, reconcile, stages, stores  # noqa: F401 - reconcile: a heartbeat duty of every worker
+from workers.pipeline import bundling, delivery, fair, rebuild, reconcile, stages, stores  # noqa: F401 - reconcile: a heartbeat duty of every worker
 from workers.pipeline.app import app
 from workers.pipeline.guard import PipelineTask
 from workers.pipeline.routing import contextualize_queue, document_queue
 from workers.pipeline.sending import (
     CHUNK_TASK,
+    COLLECT_BUNDLE_TASK,
     CONTEXTUALIZE_TASK,
+    INDEX_BUNDLE_TASK,
     INDEX_TASK,
     POLL_BATCH_TASK,
     SLICE_TASK,
     TEND_BATCHES_TASK,
 )
 from workers.settings import get_settings
-from workers.storage import batch_pool, capacity, catalog, checkpoints, chunk_index, deliveries, states, working_set
+from workers.storage import batch_pool, bundle_pool, capacity, catalog, checkpoints, chunk_index, deliveries, states, working_set
 from workers.storage.bodies import body_store
 
 if TYPE_CHECKING:
@@ -45,7 +49,7 @@ if TYPE_CHECKING:
     from workers.contextualizers.llm.scheduler import LLMContextualizer
 
 STORES = stores.Stores(states=states, catalog=catalog, checkpoints=checkpoints, bodies=body_store, index=chunk_index,
-                       gate=fair, capacity=capacity, metrics=metrics, working=working_set)
+                       gate=fair, capacity=capacity, metrics=metrics, working=working_set, bundles=bundle_pool)
 
 
 @app.task(name=CHUNK_TASK, base=PipelineTask)
@@ -195,6 +199,18 @@ def index(collection: str, doc_id: str, version: str) -> None:
     config = stages.index(STORES, collection, doc_id, version)
     if config is not None and config.rebuilds:
         rebuild.advance()  # a reindex's document landed: the reindex may be ready to move on now
+
+
+@app.task(name=COLLECT_BUNDLE_TASK, base=PipelineTask)
+def collect_bundle(collection: str, bundle_id: str) -> None:
+    bundling.collect(STORES, collection, bundle_id)
+
+
+@app.task(name=INDEX_BUNDLE_TASK, base=PipelineTask)
+def index_bundle(collection: str, bundle_id: str, members: list[list[str]]) -> None:
+    config = stages.index_bundle(STORES, collection, bundling.members_of((collection, bundle_id, members)))
+    if config is not None and config.rebuilds:
+        rebuild.advance()
 
 
 # Messages queued by 0.1 carry the old task names: the same code answers to them, so a backlog

@@ -17,6 +17,7 @@ Its settings, analyzers and fields are ``index_mapping``'s.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from opensearchpy import TransportError, helpers
@@ -161,6 +162,18 @@ def _source(config: CollectionConfig, doc_id: str, version: str, seq: int, row: 
     return source
 
 
+@dataclass(frozen=True)
+class VersionWrite:
+    """One version of one document to write whole (``write_versions``)."""
+
+    doc_id: str
+    version: str
+    seq: int
+    rows: list[dict[str, Any]]
+    metadata: dict[str, Any]
+    rollback: bool = True
+
+
 def write_version(config: CollectionConfig, doc_id: str, version: str, seq: int, rows: list[dict[str, Any]],
                   metadata: dict[str, Any], rollback: bool = True) -> None:
     """Bulk-index one version of a document. Its chunk ids carry the version, so it never
@@ -168,25 +181,53 @@ def write_version(config: CollectionConfig, doc_id: str, version: str, seq: int,
     the read path). If OpenSearch refuses any chunk, the ones written are deleted again
     (``rollback``: not when they overwrote this same version, already indexed) and
     ``WriteNotNow`` or ``WriteRefused`` is raised: a version is in the index whole, or not at all."""
+    refused = write_versions(config, [VersionWrite(doc_id, version, seq, rows, metadata, rollback)])
+    if refused:
+        raise refused[doc_id]
+
+
+def write_versions(config: CollectionConfig, writes: list[VersionWrite]) -> dict[str, WriteRefused]:
+    """``write_version`` for several documents in one bulk request: each is in the index whole or
+    not at all, on its own. What OpenSearch refused, by document (its chunks written rolled back):
+    the others are written."""
     client = opensearch_client()
-    ids = [chunk_id(config.name, doc_id, version, row["n"]) for row in rows]
-    actions = [{"_op_type": "index", "_index": config.index_name, "_id": i,
-                "_source": _source(config, doc_id, version, seq, row, metadata)} for i, row in zip(ids, rows)]
+    owner: dict[str, VersionWrite] = {}
+    actions = []
+    for w in writes:
+        for row in w.rows:
+            i = chunk_id(config.name, w.doc_id, w.version, row["n"])
+            owner[i] = w
+            actions.append({"_op_type": "index", "_index": config.index_name, "_id": i,
+                            "_source": _source(config, w.doc_id, w.version, w.seq, row, w.metadata)})
     _, errors = helpers.bulk(client, actions, chunk_size=200, raise_on_error=False, raise_on_exception=False,
                              max_retries=3)
     if not errors:
-        return
-    refused = {e.get("index", e).get("_id") for e in errors}
-    if rollback:
-        written = [i for i in ids if i not in refused]
-        helpers.bulk(client, ({"_op_type": "delete", "_index": config.index_name, "_id": i} for i in written),
-                     raise_on_error=False, raise_on_exception=False)
-    first = errors[0].get("index", errors[0])
-    transient = any(is_transient(e.get("index", e).get("status"), e.get("index", e).get("error")) for e in errors)
-    if any(_blocked(e.get("index", e).get("error")) for e in errors):
+        return {}
+    by_document: dict[str, list[dict[str, Any]]] = {}
+    for e in errors:
+        item = e.get("index", e)
+        sent = owner.get(item.get("_id") or "")  # an id we sent, or none (the whole request failed)
+        for hit in ([sent] if sent is not None else writes):
+            by_document.setdefault(hit.doc_id, []).append(item)
+    if any(_blocked(item.get("error")) for items in by_document.values() for item in items):
         metrics.count("index_write_blocked", collection=config.name)
-    message = f"OpenSearch refused {len(errors)} of {len(rows)} chunk(s): {first.get('error')}"
-    raise WriteNotNow(message) if transient else WriteRefused(message)
+    refused: dict[str, WriteRefused] = {}  # WriteNotNow where another try may do
+    undo: list[str] = []
+    for w in writes:
+        items = by_document.get(w.doc_id)
+        if not items:
+            continue
+        if w.rollback:
+            failed = {item.get("_id") for item in items}
+            undo += [i for i in (chunk_id(config.name, w.doc_id, w.version, row["n"]) for row in w.rows)
+                     if i not in failed]
+        transient = any(is_transient(item.get("status"), item.get("error")) for item in items)
+        message = f"OpenSearch refused {len(items)} of {len(w.rows)} chunk(s): {items[0].get('error')}"
+        refused[w.doc_id] = WriteNotNow(message) if transient else WriteRefused(message)
+    if undo:
+        helpers.bulk(client, ({"_op_type": "delete", "_index": config.index_name, "_id": i} for i in undo),
+                     raise_on_error=False, raise_on_exception=False)
+    return refused
 
 
 def _blocked(error: Any) -> bool:
@@ -263,9 +304,17 @@ def delete_older(config: CollectionConfig, doc_id: str, seq: int, refresh_first:
     Search-then-delete rather than ``_delete_by_query`` (that lives in the reindex module,
     which our Maven-assembled node does not carry). A search sees what was written before the
     last refresh (1 s): ``refresh_first`` when an older version may have been written since."""
+    return delete_older_many(config, {doc_id: seq}, refresh_first)
+
+
+def delete_older_many(config: CollectionConfig, seqs: dict[str, int], refresh_first: bool = False) -> int:
+    """``delete_older`` for several documents (doc id -> the ``seq`` written), in one search."""
+    if not seqs:
+        return 0
     if refresh_first:
         refresh(config)
-    query = {"bool": {"filter": [{"term": {"doc_id": doc_id}}, {"range": {"seq": {"lt": seq}}}]}}
+    each = [{"bool": {"filter": [{"term": {"doc_id": d}}, {"range": {"seq": {"lt": seq}}}]}} for d, seq in seqs.items()]
+    query = each[0] if len(each) == 1 else {"bool": {"should": each, "minimum_should_match": 1}}
     return _delete_seen(config, _scan(config, query))
 
 

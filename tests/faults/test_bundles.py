@@ -1,0 +1,87 @@
+"""Bundles of one-chunk documents (``pipeline/bundling.py``) under faults, with real workers, Redis
+and OpenSearch: a poison document inside a bundle fails alone, a worker killed in the middle of
+a bundle loses nothing and indexes nothing twice, and a bulk write that OpenSearch half refuses
+writes the rest."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+import tests.faults.plugins  # noqa: F401 - the embedding faults the workers load
+from tests.faults.conftest import audit, documents, expected_of, report, submit, wait_done
+from tests.faults.plugins import EMBEDDING_FAULTS, SLOW_EMBED
+from tests.support import wait_until
+
+OFFLINE_CONTEXTS = {"contextualizer": "keywords", "embedder": "voyage"}  # the stand-in embeds: fast
+
+
+def _notes(n: int, tag: str, marker: dict[int, str] | None = None) -> list[dict]:
+    return documents(n, chunks=1, words=12, tag=tag, marker=marker)
+
+
+def test_a_poison_document_in_a_bundle_fails_alone(standin, fleet, collection_name):
+    """A one-chunk document whose embedding kills its process (SIGSEGV) shares a bundle with 39
+    others: the bundle, delivered again after the death, is split into its documents; the poison
+    one dies SITUATE_MAX_DELIVERIES times alone and fails with the signal; the rest are indexed."""
+    from workers.storage import states
+
+    standin.configure()
+    worker = fleet(SITUATE_RECOVERY_S="20", **{EMBEDDING_FAULTS: "1"}).start(1).workers[0]
+    docs = _notes(40, "poison", marker={7: " POISON-SEGV"})
+    submit(collection_name, docs, **OFFLINE_CONTEXTS)
+    took = wait_done(collection_name, [d["id"] for d in docs], timeout=300)
+    result = audit(collection_name, {k: v for k, v in expected_of(docs).items() if k != "doc-007"}, standin)
+    poison = states.get(collection_name, "doc-007")
+    report("a poison document in a bundle (SIGSEGV while embedding)", result, in_flight=0, seconds=round(took, 1),
+           poison_error=poison["error"])
+    assert poison["state"] == "failed" and "died 3 times" in poison["error"] and "SIGSEGV" in poison["error"]
+    assert result.indexed == 39 and result.lost == 0 and not result.failed
+    assert result.duplicate_ids == 0 and result.stale_chunks == 0
+    log = worker.log.read_text(errors="replace")
+    assert "its worker died while running it" in log and "sent on alone" in log  # the bundle was split
+
+
+def test_a_worker_killed_in_the_middle_of_a_bundle_loses_nothing(standin, fleet, collection_name):
+    """kill -9 of the only worker while it embeds a bundle; a new worker takes the bundle up
+    (split into its documents, as its worker died) and every document is indexed once."""
+    standin.configure()
+    slow = fleet(SITUATE_RECOVERY_S="12", **{EMBEDDING_FAULTS: "1", SLOW_EMBED: "30"}).start(1).workers[0]
+    docs = _notes(20, "killed")
+    submit(collection_name, docs, **OFFLINE_CONTEXTS)
+    wait_until(lambda: "Task situate.index_bundle[" in slow.log.read_text(errors="replace"), 120,
+               "a bundle received by the slow worker")
+    time.sleep(1.0)  # inside the slow embedding
+    slow.kill()
+    survivor = fleet(SITUATE_RECOVERY_S="12", **{EMBEDDING_FAULTS: "1"}).start(1).workers[0]
+    took = wait_done(collection_name, [d["id"] for d in docs], timeout=240)
+    result = audit(collection_name, expected_of(docs), standin)
+    report("kill -9 of the worker in the middle of a bundle", result, in_flight=0, seconds=round(took, 1))
+    assert result.indexed == len(docs) and result.lost == 0 and not result.failed
+    assert result.duplicate_ids == 0 and result.stale_chunks == 0
+    wait_until(lambda: "its worker died while running it" in survivor.log.read_text(errors="replace"), 60,
+               "the killed worker's bundle split by the survivor")
+
+
+def test_a_bulk_write_opensearch_half_refuses_writes_the_rest_whole(collection_name):
+    """Two documents in one bulk request, one of them with a vector OpenSearch refuses: that one
+    is reported refused, and none of its chunks stays; the other is written whole."""
+    from workers import lifecycle
+    from workers.storage import chunk_index
+    from workers.storage.chunk_index import VersionWrite
+
+    config = lifecycle.ensure(collection_name, contextualizer="keywords")
+    chunk_index.ensure_index(config)
+
+    def rows(n: int, dimension: int) -> list[dict]:
+        return [{"n": i, "text": f"chunk {i}", "start": 0, "end": 7, "context": "", "pages": None, "section": None,
+                 "title": None, "vector": np.ones(dimension, dtype=np.float32) / np.sqrt(dimension)} for i in range(n)]
+
+    good, bad = rows(3, 384), rows(3, 384)
+    bad[1]["vector"] = np.ones(7, dtype=np.float32)  # the wrong dimension: refused by the mapping
+    refused = chunk_index.write_versions(config, [VersionWrite("good", "v1", 1, good, {}),
+                                                  VersionWrite("bad", "v1", 2, bad, {})])
+    assert list(refused) == ["bad"] and "1 of 3" in str(refused["bad"])
+    chunk_index.refresh(config)
+    assert chunk_index.count(config, "good") == 3 and chunk_index.count(config, "bad") == 0

@@ -1,0 +1,194 @@
+"""Bundles of one-chunk documents (``pipeline/bundling.py``, ``stages.index_bundle``) on in-memory
+stores: how a pool is cut into bundles, and that a document still fails alone inside one. The
+same rules with Redis, OpenSearch and worker processes (a worker killed mid-bundle, a poison
+document) are in ``tests/faults/test_bundles.py``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.memory import Memory, MemoryBundles
+from workers.chunks.splitting import Chunk
+from workers.contextualizers import registry
+from workers.contextualizers.base import Context, SourceDocument
+from workers.documents.identity import content_version
+from workers.pipeline import bundling, stages
+from workers.pipeline.sending import COLLECT_BUNDLE_TASK, CONTEXTUALIZE_TASK, INDEX_BUNDLE_TASK, INDEX_TASK
+from workers.settings import get_settings
+from workers.storage.catalog import CollectionConfig
+
+CONFIG = CollectionConfig(name="notes", contextualizer="plain-notes", chunk_tokens=200, generation="g1")
+LONG = "\n\n".join(f"Section {i}. " + f"The heron number {i} stands still in the shallows. " * 12 for i in range(6))
+
+
+class Plain:
+    name = "plain-notes"
+
+    def contextualize(self, doc: SourceDocument, chunks: list[Chunk]) -> Iterator[tuple[Chunk, Context]]:
+        for c in chunks:
+            yield c, Context(f"a note of {doc.doc_id}")
+
+
+registry.register("plain-notes", lambda config: Plain())
+
+
+@pytest.fixture
+def memory(monkeypatch) -> Iterator[Memory]:
+    monkeypatch.setenv("SITUATE_BUNDLE_MAX_DOCUMENTS", "4")
+    get_settings.cache_clear()
+    yield Memory(bundles=MemoryBundles())
+    get_settings.cache_clear()
+
+
+@pytest.fixture
+def embed_calls(monkeypatch) -> list[int]:
+    """Texts per embedding request, as the index stage makes them."""
+    calls: list[int] = []
+    real = stages.embedders.get
+
+    class Counted:
+        def __init__(self, inner):
+            self.inner = inner
+
+        def embed_documents(self, texts):
+            calls.append(len(texts))
+            return self.inner.embed_documents(texts)
+
+    monkeypatch.setattr(stages.embedders, "get", lambda *a: Counted(real(*a)))
+    return calls
+
+
+def _note(memory: Memory, i: int, text: str | None = None) -> tuple[str, str]:
+    doc_id, text = f"note-{i}", text or f"Note {i}: the heron came back to the pond at dawn."
+    version = content_version(text)
+    memory.submit(CONFIG, doc_id, text, version)
+    return doc_id, version
+
+
+def _situated(memory: Memory, n: int) -> list[tuple[str, str]]:
+    """``n`` notes chunked and contextualized: each in the pool now."""
+    s = memory.stores
+    notes = [_note(memory, i) for i in range(n)]
+    for doc_id, version in notes:
+        stages.chunk(s, "notes", doc_id, version)
+        stages.contextualize(s, "notes", doc_id, version)
+    return notes
+
+
+def _run_collectors(memory: Memory) -> list[tuple[object, ...]]:
+    """Every collector sent so far run once: the bundles they sent."""
+    for task, args, _ in list(memory.gate.sent):
+        if task == COLLECT_BUNDLE_TASK:
+            bundling.collect(memory.stores, str(args[0]), str(args[1]))
+    return [args for task, args, _ in memory.gate.sent if task == INDEX_BUNDLE_TASK]
+
+
+def test_one_chunk_documents_are_indexed_in_bundles_with_one_embedding_request_each(memory, embed_calls):
+    notes = _situated(memory, 10)
+    assert INDEX_TASK not in memory.gate.tasks()
+    assert memory.gate.tasks().count(COLLECT_BUNDLE_TASK) == 3  # at the 1st, 5th and 9th: one per bundle of 4
+    bundles = _run_collectors(memory)
+    assert [len(b[2]) for b in bundles] == [4, 4, 2]  # type: ignore[arg-type]
+    for args in bundles:
+        stages.index_bundle(memory.stores, "notes", bundling.members_of(args))
+    assert embed_calls == [4, 4, 2]
+    for doc_id, version in notes:
+        assert memory.states.get("notes", doc_id)["state"] == "indexed"
+        assert memory.index.versions("notes", doc_id) == [version]
+    assert memory.metrics.counts["documents_indexed"] == 10
+    assert INDEX_TASK not in memory.gate.tasks()  # nobody was sent on alone
+
+
+def test_a_document_of_several_chunks_is_never_bundled(memory):
+    doc_id, version = _note(memory, 0, LONG)
+    s = memory.stores
+    stages.chunk(s, "notes", doc_id, version)
+    stages.contextualize(s, "notes", doc_id, version)
+    assert memory.gate.tasks() == [CONTEXTUALIZE_TASK, INDEX_TASK]
+
+
+def test_bundles_off_each_document_sends_its_own_index_message(monkeypatch):
+    monkeypatch.setenv("SITUATE_BUNDLE_MAX_DOCUMENTS", "1")
+    get_settings.cache_clear()
+    try:
+        memory = Memory(bundles=MemoryBundles())
+        _situated(memory, 3)
+        assert memory.gate.tasks().count(INDEX_TASK) == 3 and COLLECT_BUNDLE_TASK not in memory.gate.tasks()
+    finally:
+        get_settings.cache_clear()
+
+
+def test_a_collector_delivered_again_sends_the_same_bundle(memory):
+    _situated(memory, 3)
+    (task, args, _), = [m for m in memory.gate.sent if m[0] == COLLECT_BUNDLE_TASK]
+    memory.bundles.taken["kept"] = []  # another bundle's record does not matter
+    bundling.collect(memory.stores, "notes", str(args[1]))
+    first = [a for t, a, _ in memory.gate.sent if t == INDEX_BUNDLE_TASK]
+    memory.bundles.taken[str(args[1])] = bundling.members_of(first[0])  # its worker died before it said "sent"
+    bundling.collect(memory.stores, "notes", str(args[1]))
+    again = [a for t, a, _ in memory.gate.sent if t == INDEX_BUNDLE_TASK]
+    assert len(again) == 2 and again[0] == again[1] and len(again[0][2]) == 3  # type: ignore[arg-type]
+
+
+def test_a_bundle_cut_short_by_its_bytes_sends_a_collector_for_the_rest(memory, monkeypatch):
+    monkeypatch.setenv("SITUATE_BUNDLE_MAX_BYTES", "100")  # each note weighs ~50 bytes: two a bundle
+    get_settings.cache_clear()
+    _situated(memory, 3)
+    bundles = _run_collectors(memory)
+    assert [len(b[2]) for b in bundles[:1]] == [2]  # type: ignore[arg-type]
+    bundles = _run_collectors(memory)  # the successor's
+    assert sorted(m.doc_id for b in bundles for m in bundling.members_of(b)) == ["note-0", "note-1", "note-2"]
+
+
+def test_a_refused_write_sends_that_document_on_alone_and_its_neighbours_finish(memory):
+    notes = _situated(memory, 4)
+    memory.index.refuse = {"note-2"}
+    bundle, = _run_collectors(memory)
+    stages.index_bundle(memory.stores, "notes", bundling.members_of(bundle))
+    assert [(t, a) for t, a, _ in memory.gate.sent if t == INDEX_TASK] == [(INDEX_TASK, ("notes", *notes[2]))]
+    assert [memory.states.get("notes", d)["state"] for d, _ in notes] == ["indexed", "indexed", "situated", "indexed"]
+    from workers.errors import WriteRefused
+
+    with pytest.raises(WriteRefused, match="mapper_parsing_exception"):  # alone, its own message fails it
+        stages.index(memory.stores, "notes", *notes[2])
+
+
+def test_a_document_whose_chunks_are_gone_is_sent_on_alone(memory):
+    notes = _situated(memory, 3)
+    del memory.checkpoints.chunks[("notes", *notes[1])]
+    bundle, = _run_collectors(memory)
+    stages.index_bundle(memory.stores, "notes", bundling.members_of(bundle))
+    assert [a for t, a, _ in memory.gate.sent if t == INDEX_TASK] == [("notes", *notes[1])]
+    assert [memory.states.get("notes", d)["state"] for d, _ in notes] == ["indexed", "situated", "indexed"]
+
+
+def test_a_document_submitted_again_while_bundled_keeps_only_its_new_version(memory):
+    notes = _situated(memory, 2)
+    bundle, = _run_collectors(memory)
+    doc_id, new = _note(memory, 1, "Note 1, corrected: the heron left the pond at noon.")
+    stages.index_bundle(memory.stores, "notes", bundling.members_of(bundle))
+    assert memory.states.get("notes", "note-0")["state"] == "indexed"
+    assert memory.states.get("notes", doc_id)["version"] == new and memory.index.versions("notes", doc_id) == []
+    s = memory.stores
+    stages.chunk(s, "notes", doc_id, new)
+    stages.contextualize(s, "notes", doc_id, new)
+    for args in _run_collectors(memory)[1:]:
+        stages.index_bundle(s, "notes", bundling.members_of(args))
+    assert memory.index.versions("notes", doc_id) == [new] and notes[1][1] != new
+
+
+def test_a_bundle_delivered_again_after_it_finished_does_nothing(memory, embed_calls):
+    _situated(memory, 3)
+    bundle, = _run_collectors(memory)
+    stages.index_bundle(memory.stores, "notes", bundling.members_of(bundle))
+    stages.index_bundle(memory.stores, "notes", bundling.members_of(bundle))
+    assert embed_calls == [3] and memory.metrics.counts["documents_indexed"] == 3
+
+
+def test_a_bundle_leaves_after_the_wait_or_as_soon_as_it_is_full(memory):
+    _situated(memory, 5)
+    collectors = [m for m in memory.gate.sent if m[0] == COLLECT_BUNDLE_TASK]
+    assert len(collectors) == 2  # the first document's, due after the wait; the 4th's, at once
+    assert memory.gate.delays == [get_settings().bundle_wait_s] and get_settings().bundle_wait_s > 0

@@ -1,0 +1,96 @@
+"""Bundles: one-chunk documents indexed together, so that a collection of small documents (tickets,
+notes, FAQ entries) pays one task, one embedding request and one bulk write for many documents,
+rather than the queue's bookkeeping for each.
+
+How a bundle is made. A one-chunk document ready to index joins its collection's pool
+(``storage.bundle_pool``) instead of sending its own index message (``offer``). The document that
+finds the pool empty sends a collector (``situate.collect_bundle``) due in ``SITUATE_BUNDLE_WAIT_S``,
+and the one that fills a bundle (``SITUATE_BUNDLE_MAX_DOCUMENTS``) sends one at once; a collector
+takes the oldest documents of the pool, up to that count and ``SITUATE_BUNDLE_MAX_BYTES``, sends
+them as one message that names them all (``situate.index_bundle``), and sends a successor if it
+left any behind. So a pool that holds documents always has a collector on its way: an idle
+pipeline indexes a lone note after the wait, a busy one in full bundles. A collector delivered
+again (its worker died) sends the bundle it took before; should one be lost all the same (a
+queue purged), the reconciler sends another for a pool whose documents have not moved for
+``SITUATE_RECONCILE_AFTER_S``. The wait is a countdown on the collector's message rather than
+time in the queue, because workers take the index queue first: without it every bundle would
+leave with the one document that had arrived.
+
+How a document still fails alone (``stages.index_bundle``). What a bundle cannot pin on one of
+its documents, it does not fail: a document whose reading or write fails is sent on alone, as an
+ordinary ``situate.index`` message, which fails it with its own reason or succeeds; the bundle's
+others finish. An error of the whole bundle (its embedding request) and a bundle delivered again
+after its worker died (``split``, from ``delivery``) send every document on alone: those indexed
+already are no-ops, and a document that kills its worker is then found by the per-document
+poison rule, without its neighbours.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from workers.pipeline.routing import INDEX_QUEUE
+from workers.pipeline.sending import COLLECT_BUNDLE_TASK, INDEX_BUNDLE_TASK, INDEX_TASK
+from workers.pipeline.stores import Gate, Stores
+from workers.settings import get_settings
+from workers.storage.bundle_pool import Member
+
+
+def enabled(s: Stores) -> bool:
+    return s.bundles is not None and get_settings().bundle_max_documents > 1
+
+
+def offer(s: Stores, collection: str, doc_id: str, version: str, nbytes: int) -> None:
+    """A one-chunk document into its collection's pool; a collector sent if the pool needs one."""
+    assert s.bundles is not None
+    size, weight = s.bundles.add(collection, doc_id, version, nbytes)
+    settings = get_settings()
+    if size % settings.bundle_max_documents == 0 or (weight >= settings.bundle_max_bytes and weight - nbytes
+                                                     < settings.bundle_max_bytes):
+        _collector(s.gate, collection, 0.0)  # a bundle is full: no need to wait
+    elif size == 1:
+        _collector(s.gate, collection, settings.bundle_wait_s)
+
+
+def collect(s: Stores, collection: str, bundle_id: str) -> None:
+    """Take a bundle from the pool and send it; a successor for what it left behind."""
+    assert s.bundles is not None
+    settings = get_settings()
+    members, left = s.bundles.take(collection, bundle_id, settings.bundle_max_documents, settings.bundle_max_bytes)
+    if members:  # ahead of the collection's other index work: its documents waited in the pool already
+        s.gate.send(INDEX_BUNDLE_TASK, (collection, bundle_id, [m.to_json() for m in members]), queue=INDEX_QUEUE,
+                    front=True)
+    if left:
+        _collector(s.gate, collection, 0.0 if left >= settings.bundle_max_documents else settings.bundle_wait_s)
+    s.bundles.sent(bundle_id)
+
+
+def _collector(gate: Gate, collection: str, delay_s: float) -> None:
+    args = (collection, uuid.uuid4().hex)
+    if delay_s > 0:
+        gate.send_later(COLLECT_BUNDLE_TASK, args, queue=INDEX_QUEUE, delay_s=delay_s)
+    else:
+        gate.send(COLLECT_BUNDLE_TASK, args, queue=INDEX_QUEUE)
+
+
+def nudge(gate: Gate, collection: str) -> None:
+    """A collector for ``collection``'s pool, from the reconciler (parked: the caller admits)."""
+    gate.send(COLLECT_BUNDLE_TASK, (collection, uuid.uuid4().hex), queue=INDEX_QUEUE, admit_now=False)
+
+
+def members_of(args: Sequence[Any]) -> list[Member]:
+    """The documents an ``index_bundle`` message names (``[collection, bundle id, [[doc id, version], ...]]``)."""
+    return [Member(str(d), str(v)) for d, v in args[2]] if len(args) >= 3 and isinstance(args[2], list) else []
+
+
+def send_alone(gate: Gate, collection: str, members: list[Member]) -> None:
+    """Each document its own index message, as if it had never been bundled."""
+    for m in members:
+        gate.send(INDEX_TASK, (collection, m.doc_id, m.version), queue=INDEX_QUEUE)
+
+
+def split(gate: Gate, args: Sequence[Any]) -> None:
+    """An ``index_bundle`` message undone into its documents' own messages."""
+    send_alone(gate, str(args[0]), members_of(args))

@@ -1,0 +1,78 @@
+"""Each collection's one-chunk documents waiting to be indexed together (``pipeline/bundling.py``).
+
+A pool is a list in Redis, oldest first, with its weight beside it; a collector takes a bundle
+from its head (``take``), bounded by documents and by bytes. What a collector took is remembered
+under its bundle's id for a day, so that a collector delivered again (its worker died) sends the
+same bundle rather than losing it. ``waiting`` says which documents sit in a pool, for the
+reconciler: a document there has work waiting, not lost.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from workers import keys
+from workers.connections import redis_client
+from workers.storage import states
+from workers.storage.scripts import script
+
+# Long past any bundle's run: what was taken is forgotten once sent, and never matters after a day.
+TAKEN_TTL_S = 86_400
+
+
+@dataclass(frozen=True)
+class Member:
+    """A document of a bundle, at the version its message named."""
+
+    doc_id: str
+    version: str
+    nbytes: int = 0
+
+    def to_json(self) -> list[str]:
+        return [self.doc_id, self.version]
+
+
+def add(collection: str, doc_id: str, version: str, nbytes: int) -> tuple[int, int]:
+    """Put a document in its collection's pool; the documents and bytes the pool holds now."""
+    pool = keys.bundle_pool(collection)
+    size, weight = script("bundle_add")(keys=[pool, pool + ":bytes", keys.BUNDLE_WAITING],
+                                        args=[json.dumps([doc_id, version, nbytes]),
+                                              states.member(collection, doc_id), nbytes])
+    return int(size), int(weight)
+
+
+def take(collection: str, bundle_id: str, most: int, heaviest: int) -> tuple[list[Member], int]:
+    """The oldest documents of the pool, ``most`` at most and ``heaviest`` bytes at most (one at
+    least), for bundle ``bundle_id`` — the same ones again if it took them already; and how
+    many documents are left in the pool."""
+    pool = keys.bundle_pool(collection)
+    entries, left = script("bundle_take")(keys=[pool, pool + ":bytes", keys.BUNDLE_WAITING, keys.bundle_taken(bundle_id)],
+                                          args=[most, heaviest, collection, TAKEN_TTL_S])
+    members = [Member(str(d), str(v), int(n)) for d, v, n in (json.loads(e) for e in entries)]
+    return members, int(left)
+
+
+def sent(bundle_id: str) -> None:
+    """The bundle's message is on its way: what it took need not be remembered."""
+    redis_client().delete(keys.bundle_taken(bundle_id))
+
+
+def waiting(members: list[str]) -> list[bool]:
+    """For each document (``collection \\x1f id``): does it sit in a pool?"""
+    if not members:
+        return []
+    return [bool(x) for x in redis_client().smismember(keys.BUNDLE_WAITING, members)]
+
+
+def forget_collection(collection: str) -> None:
+    """A dropped collection's pool goes with it."""
+    pool = keys.bundle_pool(collection)
+    client = redis_client()
+    entries = client.lrange(pool, 0, -1)
+    found = [states.member(collection, json.loads(e)[0]) for e in entries]
+    pipe = client.pipeline(transaction=False)
+    if found:
+        pipe.srem(keys.BUNDLE_WAITING, *found)
+    pipe.delete(pool, pool + ":bytes")
+    pipe.execute()
