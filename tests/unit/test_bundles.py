@@ -192,3 +192,23 @@ def test_a_bundle_leaves_after_the_wait_or_as_soon_as_it_is_full(memory):
     collectors = [m for m in memory.gate.sent if m[0] == COLLECT_BUNDLE_TASK]
     assert len(collectors) == 2  # the first document's, due after the wait; the 4th's, at once
     assert memory.gate.delays == [get_settings().bundle_wait_s] and get_settings().bundle_wait_s > 0
+
+
+def test_a_write_opensearch_cannot_take_now_holds_the_whole_bundle_for_another_try(memory, monkeypatch):
+    """A refusal worth another try (overloaded, blocked for writes) is the bundle's store fault:
+    it is raised, so the task waits it out in place as a document alone would; nobody is sent on
+    alone, nothing is recorded indexed, and the next try writes them all."""
+    from workers.errors import WriteNotNow
+
+    notes = _situated(memory, 3)
+    bundle, = _run_collectors(memory)
+    real = memory.index.write_versions
+    monkeypatch.setattr(memory.index, "write_versions", lambda config, writes: {
+        writes[1].doc_id: WriteNotNow("OpenSearch refused 1 of 1 chunk(s): cluster_block_exception")})
+    with pytest.raises(WriteNotNow):
+        stages.index_bundle(memory.stores, "notes", bundling.members_of(bundle))
+    assert INDEX_TASK not in memory.gate.tasks()
+    assert [memory.states.get("notes", d)["state"] for d, _ in notes] == ["situated"] * 3
+    monkeypatch.setattr(memory.index, "write_versions", real)
+    stages.index_bundle(memory.stores, "notes", bundling.members_of(bundle))
+    assert [memory.states.get("notes", d)["state"] for d, _ in notes] == ["indexed"] * 3

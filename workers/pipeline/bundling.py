@@ -17,12 +17,14 @@ time in the queue, because workers take the index queue first: without it every 
 leave with the one document that had arrived.
 
 How a document still fails alone (``stages.index_bundle``). What a bundle cannot pin on one of
-its documents, it does not fail: a document whose reading or write fails is sent on alone, as an
-ordinary ``situate.index`` message, which fails it with its own reason or succeeds; the bundle's
-others finish. An error of the whole bundle (its embedding request) and a bundle delivered again
-after its worker died (``split``, from ``delivery``) send every document on alone: those indexed
-already are no-ops, and a document that kills its worker is then found by the per-document
-poison rule, without its neighbours.
+its documents, it does not fail: a document whose reading fails, or whose write OpenSearch
+refuses for good, is sent on alone, as an ordinary ``situate.index`` message, which fails it with
+its own reason or succeeds; the bundle's others finish. A refusal worth another try (OpenSearch
+busy or blocked) holds the whole bundle, retried in place like any store's fault. An error of the
+whole bundle (its embedding request) and a bundle delivered again after its worker died
+(``split``, from ``delivery``) send every document on alone: those indexed already are no-ops,
+and a document that kills its worker is then found by the per-document poison rule, without its
+neighbours.
 """
 
 from __future__ import annotations

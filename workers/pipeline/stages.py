@@ -30,7 +30,7 @@ from workers.chunks.splitting import Chunk, is_code
 from workers.contextualizers import registry
 from workers.contextualizers.base import SourceDocument, contextualized_text
 from workers.embedding import registry as embedders
-from workers.errors import BadDocument, ExtractionError
+from workers.errors import BadDocument, ExtractionError, WriteNotNow
 from workers.extraction import detect, sandbox
 from workers.extraction.limits import Limits
 from workers.pipeline import bundling, stores
@@ -317,8 +317,7 @@ def _ready(s: Stores, collection: str, doc_id: str, version: str) -> Ready | Non
         return None
     config, chunks, _, metadata = stores.loaded(collection, opened)
     contexts = opened.contexts
-    lacking = [c.n for c in chunks if c.n not in contexts]
-    if lacking:
+    if lacking := [c.n for c in chunks if c.n not in contexts]:
         raise RuntimeError(f"refusing to index half-situated: no context for chunks {lacking[:20]}")
     title = doc.get("title") or None
     rows = [{"n": c.n, "text": c.text, "start": c.start, "end": c.end, "context": contexts[c.n]["text"],
@@ -348,8 +347,7 @@ def _embed(config: CollectionConfig, ready: list[Ready]) -> None:
 
 
 def _record_indexed(s: Stores, config: CollectionConfig, r: Ready) -> bool:
-    """The document's state moved to indexed, once its version is written. False when it was
-    superseded or deleted while we wrote: then what we wrote is removed again."""
+    """The state moved to indexed, its version written; False if superseded or deleted meanwhile (then unwritten)."""
     if s.states.set_state(config.name, r.doc_id, r.version, state_names.INDEXED, indexed_version=r.version,
                           chunks=len(r.rows), chunks_total=len(r.rows), error="", indexed_at=f"{time.time():.3f}"):
         return True
@@ -423,6 +421,8 @@ def index_bundle(s: Stores, collection: str, members: list[Member]) -> Collectio
         refused = s.index.write_versions(config, [
             VersionWrite(r.doc_id, r.version, r.doc["seq"], r.rows, r.metadata,
                          rollback=r.doc.get("indexed_version") != r.version) for r in ready])
+        if busy := [e for e in refused.values() if isinstance(e, WriteNotNow)]:  # OpenSearch busy, blocked or away:
+            raise busy[0]  # the whole bundle waits it out, in place, as a document alone would
         alone += [Member(r.doc_id, r.version) for r in ready if r.doc_id in refused]
         done = [r for r in ready if r.doc_id not in refused and _record_indexed(s, config, r)]
         removed = s.index.delete_older_many(config, {r.doc_id: r.doc["seq"] for r in done},
