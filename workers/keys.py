@@ -155,8 +155,13 @@ BUNDLE_WAITING = _key("bundles", "waiting")  # the documents (collection \x1f id
 
 
 def bundle_pool(collection: str) -> str:
-    """A collection's one-chunk documents ready to index, oldest first; ``:bytes`` their weight."""
+    """A collection's one-chunk documents ready to index, oldest first."""
     return _key("bundles", "pool", collection)
+
+
+def bundle_pool_bytes(collection: str) -> str:
+    """What a collection's pool weighs (its documents' chunk text)."""
+    return _key("bundles", "bytes", collection)
 
 
 def bundle_taken(bundle_id: str) -> str:

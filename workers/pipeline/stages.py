@@ -395,9 +395,9 @@ def index(s: Stores, collection: str, doc_id: str, version: str) -> CollectionCo
 
 def index_bundle(s: Stores, collection: str, members: list[Member]) -> CollectionConfig | None:
     """``index`` for a bundle's documents (``bundling``): one embedding request, one bulk write, one
-    search for older versions. A document that cannot be read, or whose write is refused, is sent
-    on alone (its own index message fails it with its reason, or indexes it); the others finish.
-    An error of the whole bundle propagates, and the task sends every document on alone."""
+    search for older versions. A document that cannot be read, or whose write is refused for good,
+    is sent on alone (its own message fails it with its reason, or indexes it); the others finish.
+    Anything else propagates: a store's fault is retried in place, the rest splits the bundle."""
     ready: list[Ready] = []
     alone: list[Member] = []
     for m in members:

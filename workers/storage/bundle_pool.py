@@ -36,7 +36,7 @@ class Member:
 def add(collection: str, doc_id: str, version: str, nbytes: int) -> tuple[int, int]:
     """Put a document in its collection's pool; the documents and bytes the pool holds now."""
     pool = keys.bundle_pool(collection)
-    size, weight = script("bundle_add")(keys=[pool, pool + ":bytes", keys.BUNDLE_WAITING],
+    size, weight = script("bundle_add")(keys=[pool, keys.bundle_pool_bytes(collection), keys.BUNDLE_WAITING],
                                         args=[json.dumps([doc_id, version, nbytes]),
                                               states.member(collection, doc_id), nbytes])
     return int(size), int(weight)
@@ -47,7 +47,8 @@ def take(collection: str, bundle_id: str, most: int, heaviest: int) -> tuple[lis
     least), for bundle ``bundle_id`` — the same ones again if it took them already; and how
     many documents are left in the pool."""
     pool = keys.bundle_pool(collection)
-    entries, left = script("bundle_take")(keys=[pool, pool + ":bytes", keys.BUNDLE_WAITING, keys.bundle_taken(bundle_id)],
+    entries, left = script("bundle_take")(keys=[pool, keys.bundle_pool_bytes(collection), keys.BUNDLE_WAITING,
+                                                keys.bundle_taken(bundle_id)],
                                           args=[most, heaviest, collection, TAKEN_TTL_S])
     members = [Member(str(d), str(v), int(n)) for d, v, n in (json.loads(e) for e in entries)]
     return members, int(left)
@@ -74,5 +75,5 @@ def forget_collection(collection: str) -> None:
     pipe = client.pipeline(transaction=False)
     if found:
         pipe.srem(keys.BUNDLE_WAITING, *found)
-    pipe.delete(pool, pool + ":bytes")
+    pipe.delete(pool, keys.bundle_pool_bytes(collection))
     pipe.execute()
