@@ -18,6 +18,7 @@ Credentials stay in these clients: printed URLs go through ``logs.mask_url``.
 
 from __future__ import annotations
 
+import os
 import ssl
 from functools import lru_cache
 from typing import Any
@@ -187,3 +188,16 @@ def s3_client() -> Any:
 
     return boto3.client("s3", config=Config(retries={"max_attempts": 1, "mode": "standard"}, connect_timeout=10,
                                             read_timeout=get_settings().provider_timeout_s))
+
+
+def _forget_connections_in_child() -> None:
+    """A forked process (a pool child Celery starts, or starts again after one died) makes its own
+    clients: HTTP connections opened by its parent would be shared, and two processes reading one
+    socket take each other's answers (seen in the compose test: a search answered with another
+    request's body, ``KeyError: 'hits'``). redis-py's pools do this themselves (by pid)."""
+    opensearch_client.cache_clear()
+    opensearch_search_client.cache_clear()
+    s3_client.cache_clear()
+
+
+os.register_at_fork(after_in_child=_forget_connections_in_child)

@@ -44,3 +44,21 @@ def test_every_client_is_built_with_it_and_keeps_a_connection_for_each_request_b
     assert isinstance(client.transport.serializer, FastJSON)
     pools = [c.pool.pool.maxsize for c in client.transport.connection_pool.connections]
     assert pools and all(size == OPENSEARCH_CONNECTIONS >= 16 for size in pools), pools
+
+
+def test_a_forked_child_makes_its_own_opensearch_client():
+    """A pool child must not read its parent's sockets: two processes on one keep-alive connection
+    took each other's answers (a search answered with another request's body: KeyError 'hits')."""
+    import os
+
+    from workers import connections
+
+    parent = connections.opensearch_client()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: a client of its own, or the parent's
+        os.write(write, b"own" if connections.opensearch_client() is not parent else b"shared")
+        os._exit(0)
+    os.waitpid(pid, 0)
+    assert os.read(read, 16) == b"own"
+    assert connections.opensearch_client() is parent  # the parent keeps its own
