@@ -4,19 +4,18 @@ rather than the queue's bookkeeping for each.
 
 How a bundle is made. A one-chunk document ready to index joins its collection's pool
 (``storage.bundle_pool``) instead of sending its own index message (``offer``). The document that
-finds the pool empty sends a collector (``situate.collect_bundle``) due in ``SITUATE_BUNDLE_WAIT_S``,
-and the one that fills a bundle (``SITUATE_BUNDLE_MAX_DOCUMENTS``) sends one at once, as does one
-that finds the pool holding every document of its collection still in flight (a lone document,
-the end of an ingest: nothing is coming to wait for); a collector
-takes the oldest documents of the pool, up to that count and ``SITUATE_BUNDLE_MAX_BYTES``, sends
-them as one message that names them all (``situate.index_bundle``), and sends a successor if it
-left any behind. So a pool that holds documents always has a collector on its way: an idle
-pipeline indexes a lone note after the wait, a busy one in full bundles. A collector delivered
-again (its worker died) sends the bundle it took before; should one be lost all the same (a
-queue purged), the reconciler sends another for a pool whose documents have not moved for
-``SITUATE_RECONCILE_AFTER_S``. The wait is a countdown on the collector's message rather than
-time in the queue, because workers take the index queue first: without it every bundle would
-leave with the one document that had arrived.
+finds the pool empty sends a collector (``situate.collect_bundle``) due in ``SITUATE_BUNDLE_WAIT_S``;
+one is sent at once by the document that fills a bundle (``SITUATE_BUNDLE_MAX_DOCUMENTS``), and by
+one that finds the pool holding every document of its collection still in flight (a lone note,
+the end of an ingest: nothing is coming to wait for). A collector takes the oldest documents of
+the pool, up to that count and ``SITUATE_BUNDLE_MAX_BYTES``, sends them as one message that names
+them all (``situate.index_bundle``), and sends a successor if it left any behind. So a pool that
+holds documents always has a collector on its way: a lone note is indexed at once, a busy
+collection in full bundles. A collector delivered again (its worker died) sends the bundle it took
+before; should one be lost all the same (a queue purged), the reconciler sends another for a pool
+whose documents have not moved for ``SITUATE_RECONCILE_AFTER_S``. The wait is a countdown on the
+collector's message rather than time in the queue, because workers take the index queue first:
+without it every bundle would leave with the one document that had arrived.
 
 How a document still fails alone (``stages.index_bundle``). What a bundle cannot pin on one of
 its documents, it does not fail: a document whose reading fails, or whose write OpenSearch
