@@ -266,3 +266,17 @@ def report(name: str, result: Audit, **figures) -> None:
     row = {"fault": name, **asdict(result), **figures}
     row["failed"] = {k: v[:160] for k, v in row["failed"].items()}
     fault_figures.record(row)
+
+
+def audit_poisoned(name: str, collection: str, docs: list[dict], standin: StandIn, poison: str = "doc-007") -> Audit:
+    """A run with one poison document, once every document is indexed or failed: the poison one
+    failed with its process's death (SIGSEGV, SITUATE_MAX_DELIVERIES times); the others audited,
+    reported as ``name``."""
+    from workers.storage import states
+
+    took = wait_done(collection, [d["id"] for d in docs], timeout=300)
+    result = audit(collection, {k: v for k, v in expected_of(docs).items() if k != poison}, standin)
+    failed = states.get(collection, poison)
+    report(name, result, in_flight=0, seconds=round(took, 1), poison_error=failed["error"])
+    assert failed["state"] == "failed" and "died 3 times" in failed["error"] and "SIGSEGV" in failed["error"]
+    return result

@@ -10,7 +10,7 @@ import time
 import numpy as np
 
 import tests.faults.plugins  # noqa: F401 - the embedding faults the workers load
-from tests.faults.conftest import audit, documents, expected_of, report, submit, wait_done
+from tests.faults.conftest import audit, audit_poisoned, documents, expected_of, report, submit, wait_done
 from tests.faults.plugins import EMBEDDING_FAULTS, SLOW_EMBED
 from tests.support import wait_until
 
@@ -25,18 +25,11 @@ def test_a_poison_document_in_a_bundle_fails_alone(standin, fleet, collection_na
     """A one-chunk document whose embedding kills its process (SIGSEGV) shares a bundle with 39
     others: the bundle, delivered again after the death, is split into its documents; the poison
     one dies SITUATE_MAX_DELIVERIES times alone and fails with the signal; the rest are indexed."""
-    from workers.storage import states
-
     standin.configure()
     worker = fleet(SITUATE_RECOVERY_S="20", **{EMBEDDING_FAULTS: "1"}).start(1).workers[0]
     docs = _notes(40, "poison", marker={7: " POISON-SEGV"})
     submit(collection_name, docs, **OFFLINE_CONTEXTS)
-    took = wait_done(collection_name, [d["id"] for d in docs], timeout=300)
-    result = audit(collection_name, {k: v for k, v in expected_of(docs).items() if k != "doc-007"}, standin)
-    poison = states.get(collection_name, "doc-007")
-    report("a poison document in a bundle (SIGSEGV while embedding)", result, in_flight=0, seconds=round(took, 1),
-           poison_error=poison["error"])
-    assert poison["state"] == "failed" and "died 3 times" in poison["error"] and "SIGSEGV" in poison["error"]
+    result = audit_poisoned("a poison document in a bundle (SIGSEGV while embedding)", collection_name, docs, standin)
     assert result.indexed == 39 and result.lost == 0 and not result.failed
     assert result.duplicate_ids == 0 and result.stale_chunks == 0
     log = worker.log.read_text(errors="replace")

@@ -15,7 +15,7 @@ import pytest
 
 import tests.faults.plugins  # noqa: F401 - registers anthropic-crashy here too, as the workers do
 from ops import harness
-from tests.faults.conftest import Fleet, Pace, audit, documents, expected_of, report, submit, wait_done
+from tests.faults.conftest import Fleet, Pace, audit, audit_poisoned, documents, expected_of, report, submit, wait_done
 from tests.support import TEST_MODEL, cookbook_docs, use_services, wait_until
 
 LLM = {"contextualizer": "anthropic", "model": TEST_MODEL, "embedder": "voyage"}
@@ -322,14 +322,7 @@ def test_a_poison_document_fails_alone_with_the_reason(standin, fleet, collectio
     fleet(SITUATE_RECOVERY_S="20").start(2)
     docs = documents(60, tag="poison", marker={7: " POISON-SEGV"})
     submit(collection_name, docs, contextualizer="anthropic-crashy", model=TEST_MODEL, embedder="voyage")
-    took = wait_done(collection_name, [d["id"] for d in docs], timeout=300)
-    result = audit(collection_name, {k: v for k, v in expected_of(docs).items() if k != "doc-007"}, standin)
-    from workers.storage import states
-
-    poison = states.get(collection_name, "doc-007")
-    report("a poison document (SIGSEGV in its worker)", result, in_flight=0, seconds=round(took, 1),
-           poison_error=poison["error"])
-    assert poison["state"] == "failed" and "died 3 times" in poison["error"] and "SIGSEGV" in poison["error"]
+    result = audit_poisoned("a poison document (SIGSEGV in its worker)", collection_name, docs, standin)
     assert result.indexed == 59 and result.lost == 0 and not result.failed
     assert result.duplicate_ids == 0 and result.stale_chunks == 0 and result.paid_twice == 0
 

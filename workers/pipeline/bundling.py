@@ -50,10 +50,8 @@ def offer(s: Stores, collection: str, doc_id: str, version: str, nbytes: int) ->
     assert s.bundles is not None
     size, weight, flying = s.bundles.add(collection, doc_id, version, nbytes)
     settings = get_settings()
-    if size % settings.bundle_max_documents == 0 or (weight >= settings.bundle_max_bytes and weight - nbytes
-                                                     < settings.bundle_max_bytes):
-        _collector(s.gate, collection, 0.0)  # a bundle is full: no need to wait
-    elif size >= flying:  # nothing else of the collection is on its way: waiting would gain nothing
+    full = size % settings.bundle_max_documents == 0 or weight >= settings.bundle_max_bytes > weight - nbytes
+    if full or size >= flying:  # a bundle is full, or nothing else of the collection is on its way: no wait
         _collector(s.gate, collection, 0.0)
     elif size == 1:
         _collector(s.gate, collection, settings.bundle_wait_s)
@@ -72,17 +70,17 @@ def collect(s: Stores, collection: str, bundle_id: str) -> None:
     s.bundles.sent(bundle_id)
 
 
-def _collector(gate: Gate, collection: str, delay_s: float) -> None:
+def _collector(gate: Gate, collection: str, delay_s: float, admit_now: bool = True) -> None:
     args = (collection, uuid.uuid4().hex)
     if delay_s > 0:
         gate.send_later(COLLECT_BUNDLE_TASK, args, queue=INDEX_QUEUE, delay_s=delay_s)
     else:
-        gate.send(COLLECT_BUNDLE_TASK, args, queue=INDEX_QUEUE)
+        gate.send(COLLECT_BUNDLE_TASK, args, queue=INDEX_QUEUE, admit_now=admit_now)
 
 
 def nudge(gate: Gate, collection: str) -> None:
     """A collector for ``collection``'s pool, from the reconciler (parked: the caller admits)."""
-    gate.send(COLLECT_BUNDLE_TASK, (collection, uuid.uuid4().hex), queue=INDEX_QUEUE, admit_now=False)
+    _collector(gate, collection, 0.0, admit_now=False)
 
 
 def members_of(args: Sequence[Any]) -> list[Member]:

@@ -69,8 +69,8 @@ def in_celery() -> set[str]:
     lists = [key for queue in all_queues() for key in sublists(queue)]
     for raw in itertools.chain(broker.waiting(lists, 10_000), broker.unacked()):
         args = _args_of(raw)
-        if args and len(args) >= 3 and isinstance(args[2], list):  # a bundle: its documents
-            found.update(states.member(str(args[0]), m.doc_id) for m in bundling.members_of(args))
+        if args and (bundled := bundling.members_of(args)):  # a bundle: its documents
+            found.update(states.member(str(args[0]), m.doc_id) for m in bundled)
         elif args and len(args) >= 2:
             found.add(states.member(str(args[0]), str(args[1])))
     return found

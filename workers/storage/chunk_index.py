@@ -192,11 +192,13 @@ def write_versions(config: CollectionConfig, writes: list[VersionWrite]) -> dict
     the others are written."""
     client = opensearch_client()
     owner: dict[str, VersionWrite] = {}
+    ids: dict[str, list[str]] = {}  # each document's chunk ids, in order
     actions = []
     for w in writes:
         for row in w.rows:
             i = chunk_id(config.name, w.doc_id, w.version, row["n"])
             owner[i] = w
+            ids.setdefault(w.doc_id, []).append(i)
             actions.append({"_op_type": "index", "_index": config.index_name, "_id": i,
                             "_source": _source(config, w.doc_id, w.version, w.seq, row, w.metadata)})
     _, errors = helpers.bulk(client, actions, chunk_size=200, raise_on_error=False, raise_on_exception=False,
@@ -219,8 +221,7 @@ def write_versions(config: CollectionConfig, writes: list[VersionWrite]) -> dict
             continue
         if w.rollback:
             failed = {item.get("_id") for item in items}
-            undo += [i for i in (chunk_id(config.name, w.doc_id, w.version, row["n"]) for row in w.rows)
-                     if i not in failed]
+            undo += [i for i in ids.get(w.doc_id, []) if i not in failed]
         transient = any(is_transient(item.get("status"), item.get("error")) for item in items)
         message = f"OpenSearch refused {len(items)} of {len(w.rows)} chunk(s): {items[0].get('error')}"
         refused[w.doc_id] = WriteNotNow(message) if transient else WriteRefused(message)
