@@ -184,12 +184,18 @@ def test_dashboard_in_a_real_browser_shows_what_stats_says(api, run, tmp_path):
             region = pixels[int(box["y"]):int(box["y"] + box["height"]), int(box["x"]):int(box["x"] + box["width"])]
             colours = page.eval_on_selector_all(f"#legend-{chart} i", "els => els.map(e => getComputedStyle(e).backgroundColor)")
             assert sum(_pixels_near(region, _rgb(c)) for c in set(colours)) > 30, f"{chart}: no series drawn"
-            ours = page.locator(f"#legend-{chart} span", has_text=name).locator("i") \
-                .evaluate("e => getComputedStyle(e).backgroundColor")
-            drawn = page.eval_on_selector_all(
-                f"#chart-{chart} path, #chart-{chart} circle",
-                "(els, c) => els.filter(e => [getComputedStyle(e).stroke, getComputedStyle(e).fill].includes(c)).length",
-                ours)
+            # Each live update redraws legend and chart, so both are read in one synchronous call:
+            # a swatch read before a redraw and a chart read after it had no colour in common.
+            ours, drawn = page.evaluate(
+                """([chart, name]) => {
+                    const item = [...document.querySelectorAll(`#legend-${chart} span`)]
+                        .find((s) => s.textContent.includes(name));
+                    if (!item) return [null, 0];
+                    const colour = getComputedStyle(item.querySelector("i")).backgroundColor;
+                    const marks = [...document.querySelectorAll(`#chart-${chart} path, #chart-${chart} circle`)];
+                    const s = (e) => [getComputedStyle(e).stroke, getComputedStyle(e).fill];
+                    return [colour, marks.filter((e) => s(e).includes(colour)).length];
+                }""", [chart, name])
             assert drawn >= 1, f"{chart}: no series of {name} ({ours})"
         # The one action: CSRF-protected. The cookie alone (another site's form) is refused.
         refused = page.request.post(f"{api.url}/dashboard/retry", data=json.dumps({"collection": name}),
