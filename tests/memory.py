@@ -238,18 +238,18 @@ class MemoryGate:
 class MemoryBundles:
     """Collections' pools of one-chunk documents, and what each bundle took."""
 
-    pools: dict[str, list[Member]] = field(default_factory=dict)
+    pools: dict[tuple[str, str], list[Member]] = field(default_factory=dict)  # by (stage, collection)
     taken: dict[str, list[Member]] = field(default_factory=dict)
 
     flying: int = 10**6  # the collection's documents in flight, as the test wants them counted
 
-    def add(self, collection: str, doc_id: str, version: str, nbytes: int) -> tuple[int, int, int]:
-        pool = self.pools.setdefault(collection, [])
+    def add(self, stage: str, collection: str, doc_id: str, version: str, nbytes: int) -> tuple[int, int, int]:
+        pool = self.pools.setdefault((stage, collection), [])
         pool.append(Member(doc_id, version, nbytes))
         return len(pool), sum(m.nbytes for m in pool), self.flying
 
-    def take(self, collection: str, bundle_id: str, most: int, heaviest: int) -> tuple[list[Member], int]:
-        pool = self.pools.setdefault(collection, [])
+    def take(self, stage: str, collection: str, bundle_id: str, most: int, heaviest: int) -> tuple[list[Member], int]:
+        pool = self.pools.setdefault((stage, collection), [])
         if bundle_id not in self.taken:
             out: list[Member] = []
             while pool and len(out) < most and (not out or sum(m.nbytes for m in out) + pool[0].nbytes <= heaviest):

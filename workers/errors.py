@@ -135,3 +135,13 @@ class BacklogFull(Busy):
 
 class QueryFileError(PublicError, ValueError):
     """A labelled query file that cannot be read as the format it was named."""
+
+
+def failure_reason(stage: str, exc: BaseException, task_id: str | None) -> str:
+    """What a document failed by ``exc`` in ``stage`` says in its state: a ``PublicError``'s own
+    words, anything else by its type, pointing at the worker log's full account."""
+    if isinstance(exc, BadDocument):
+        return str(exc)
+    if isinstance(exc, PublicError):
+        return f"{stage} failed: {exc}"
+    return f"{stage} failed: internal error ({type(exc).__name__}); the worker log has it under task {task_id}"

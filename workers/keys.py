@@ -150,18 +150,18 @@ BATCH_SCHEDULED = _key("batches", "scheduled")  # when the next tend is due (wal
 def batch_members(batch_id: str) -> str:
     """A batch's requests, in order: its results' ``custom_id`` is an index into them."""
     return _key("batches", "members", batch_id)
-# One-chunk documents waiting to be indexed together (storage/bundle_pool.py)
+# One-chunk documents waiting to be contextualized, or indexed, together (storage/bundle_pool.py)
 BUNDLE_WAITING = _key("bundles", "waiting")  # the documents (collection \x1f id) in a pool
 
 
-def bundle_pool(collection: str) -> str:
-    """A collection's one-chunk documents ready to index, oldest first."""
-    return _key("bundles", "pool", collection)
+def bundle_pool(collection: str, stage: str) -> str:
+    """A collection's one-chunk documents ready for ``stage`` (``index``, ``contextualize``), oldest first."""
+    return _key("bundles", "pool", collection) if stage == "index" else _key("bundles", f"pool-{stage}", collection)
 
 
-def bundle_pool_bytes(collection: str) -> str:
-    """What a collection's pool weighs (its documents' chunk text)."""
-    return _key("bundles", "bytes", collection)
+def bundle_pool_bytes(collection: str, stage: str) -> str:
+    """What a collection's pool for ``stage`` weighs (its documents' chunk text)."""
+    return _key("bundles", "bytes", collection) if stage == "index" else _key("bundles", f"bytes-{stage}", collection)
 
 
 def bundle_taken(bundle_id: str) -> str:

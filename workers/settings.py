@@ -117,8 +117,9 @@ class Settings(BaseSettings):
     models_dir: str = ""              # the only folder GGUF files (the llama contextualizer) are read from
 
     # ## Bundles of small documents
-    # One-chunk documents indexed together: one task, one embedding request, one bulk write for
-    # a bundle (``pipeline/bundling.py``). A bundle is cut at whichever bound comes first.
+    # One-chunk documents contextualized and indexed together: one task for a bundle's calls, made
+    # concurrently; one task, one embedding request, one bulk write for its index
+    # (``pipeline/bundling.py``). A bundle is cut at whichever bound comes first.
     bundle_max_documents: int = Field(32, ge=1)  # documents in one bundle at most (1: each document alone)
     bundle_max_bytes: int = Field(1_000_000, ge=1)  # their chunks' text weighs this at most (one document whatever it weighs)
     bundle_wait_s: float = Field(0.5, ge=0)  # a bundle not yet full leaves this long after its first document

@@ -127,7 +127,7 @@ class StandIn:
                                       "in_flight": 0, "max_in_flight": 0, "first_at": None, "last_at": None,
                                       "batch_requests": 0, "breakpoints": 0, "http_429_by": {}, "busy_s": 0.0,
                                       "batch_creations": 0, "batch_api_requests": 0, "batch_api_429": 0,
-                                      "batch_queue_429": 0, "batch_refused_size": 0,
+                                      "batch_queue_429": 0, "batch_refused_size": 0, "http_400_refused": 0,
                                       "first_blocks": {}, "blocks_per_request": {}}
         self.flight_changed_at: float | None = None  # last time the calls in flight changed
         self.admitted: list[float] = []  # wall-clock time of each request let through
@@ -308,6 +308,7 @@ def make_app(standin: StandIn, proxy: faultproxy.FaultProxy | None = None) -> Fa
         full = "".join(t for t, _ in blocks)
         last = blocks[-1][0] if blocks else ""
         if standin.config.fail_marker and standin.config.fail_marker in last:
+            standin.stats["http_400_refused"] += 1  # not a request billed: counted apart
             return anthropic_error(400, "invalid_request_error", "this prompt is refused (fail_marker)")
         span = standin.begin()
         u, err = await prepare(model, blocks, ttl, max_tokens)

@@ -1,6 +1,7 @@
 """Bundles of one-chunk documents (``pipeline/bundling.py``) under faults, with real workers, Redis
 and OpenSearch: a poison document inside a bundle fails alone, a worker killed in the middle of
-a bundle loses nothing and indexes nothing twice, and a bulk write that OpenSearch half refuses
+a bundle (its embedding, or its documents' calls) loses nothing and indexes nothing twice, a call
+the provider refuses fails its document alone, and a bulk write that OpenSearch half refuses
 writes the rest."""
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ import numpy as np
 import tests.faults.plugins  # noqa: F401 - the embedding faults the workers load
 from tests.faults.conftest import audit, audit_poisoned, documents, expected_of, report, submit, wait_done
 from tests.faults.plugins import EMBEDDING_FAULTS, SLOW_EMBED
-from tests.support import wait_until
+from tests.support import TEST_MODEL, wait_until
 
 OFFLINE_CONTEXTS = {"contextualizer": "keywords", "embedder": "voyage"}  # the stand-in embeds: fast
+CLAUDE_CONTEXTS = {"contextualizer": "anthropic", "model": TEST_MODEL, "embedder": "local"}  # its requests: calls alone
 
 
 def _notes(n: int, tag: str, marker: dict[int, str] | None = None) -> list[dict]:
@@ -53,6 +55,59 @@ def test_a_worker_killed_in_the_middle_of_a_bundle_loses_nothing(standin, fleet,
     report("kill -9 of the worker in the middle of a bundle", result, in_flight=0, seconds=round(took, 1))
     assert result.indexed == len(docs) and result.lost == 0 and not result.failed
     assert result.duplicate_ids == 0 and result.stale_chunks == 0
+    wait_until(lambda: "its worker died while running it" in survivor.log.read_text(errors="replace"), 60,
+               "the killed worker's bundle split by the survivor")
+
+
+def test_a_call_the_provider_refuses_fails_its_document_alone_in_its_bundle(standin, fleet, collection_name):
+    """Twelve one-chunk notes situated by Claude in bundles; the provider refuses one note's call
+    (HTTP 400). That note fails with the provider's reason after its one request; the eleven
+    others are indexed; no call is made twice."""
+    standin.configure(fail_marker="QUOKKA-REFUSE")
+    worker = fleet().start(1).workers[0]
+    docs = _notes(12, "refused", marker={5: " QUOKKA-REFUSE"})
+    submit(collection_name, docs, **CLAUDE_CONTEXTS)
+    took = wait_done(collection_name, [d["id"] for d in docs], timeout=240)
+    result = audit(collection_name, expected_of(docs), standin)
+    stats = standin.stats()
+    requests, refused = stats["requests"], stats["http_400_refused"]
+    report("a call refused (HTTP 400) in a bundle of Claude's calls", result, requests=requests, refused=refused,
+           seconds=round(took, 1))
+    assert result.indexed == 11 and list(result.failed) == ["doc-005"] and result.lost == 0, result
+    assert "refused" in result.failed["doc-005"], result.failed
+    assert requests == 11 and refused == 1 and result.paid_twice == 0
+    log = worker.log.read_text(errors="replace")
+    assert "Task situate.contextualize_bundle[" in log and "Task situate.contextualize[" not in log
+    # `situate retry` of that one document, the provider willing now: one call, and it is indexed.
+    from producers.ingest.submit import retry_failed
+    from workers.storage import catalog
+
+    standin.configure()
+    assert [r.outcome for r in retry_failed(catalog.load(collection_name), ["doc-005"])] == ["queued"]
+    wait_done(collection_name, ["doc-005"], timeout=120)
+    again = audit(collection_name, expected_of(docs), standin)
+    assert again.indexed == 12 and not again.failed and standin.stats()["requests"] == 1, again
+
+
+def test_a_worker_killed_while_its_bundle_waits_for_its_calls_loses_nothing(standin, fleet, collection_name):
+    """kill -9 of the only worker while a bundle's calls are in flight (each answer takes 4 s); a
+    new worker takes the bundle up (split into its documents, as its worker died): every document
+    is indexed once, and the calls paid twice are at most the ones in flight at the kill."""
+    standin.configure(base_latency_s=4.0)
+    slow = fleet(SITUATE_RECOVERY_S="12").start(1).workers[0]
+    docs = _notes(20, "killed-calls")
+    submit(collection_name, docs, **CLAUDE_CONTEXTS)
+    wait_until(lambda: "Task situate.contextualize_bundle[" in slow.log.read_text(errors="replace"), 120,
+               "a bundle's calls begun by the worker")
+    time.sleep(1.0)  # its calls in flight
+    slow.kill()
+    survivor = fleet(SITUATE_RECOVERY_S="12").start(1).workers[0]
+    took = wait_done(collection_name, [d["id"] for d in docs], timeout=240)
+    result = audit(collection_name, expected_of(docs), standin)
+    report("kill -9 of the worker while a bundle's calls are in flight", result, seconds=round(took, 1))
+    assert result.indexed == len(docs) and result.lost == 0 and not result.failed
+    assert result.duplicate_ids == 0 and result.stale_chunks == 0
+    assert result.paid_twice <= len(docs)
     wait_until(lambda: "its worker died while running it" in survivor.log.read_text(errors="replace"), 60,
                "the killed worker's bundle split by the survivor")
 

@@ -68,30 +68,44 @@ def test_a_document_submitted_again_while_it_is_looked_at_stays_in_flight(own_re
 
 
 def test_a_bundle_pool_that_lost_its_collector_gets_another_and_its_documents_wait(own_redis):
-    """One-chunk documents in their collection's pool whose collector was lost: the reconciler
-    sends a collector, not each document alone; in a bundle's message, its documents count as
-    waiting in Celery."""
+    """One-chunk documents in their collection's pools (to contextualize, to index) whose
+    collectors were lost: the reconciler sends collectors, not each document alone; in a bundle's
+    message, its documents count as waiting in Celery."""
     from workers.connections import redis_client
     from workers.pipeline import reconcile
     from workers.pipeline.app import app
-    from workers.pipeline.routing import INDEX_QUEUE, sublists
-    from workers.pipeline.sending import COLLECT_BUNDLE_TASK, INDEX_BUNDLE_TASK, INDEX_TASK
+    from workers.pipeline.routing import INDEX_QUEUE, contextualize_queue, sublists
+    from workers.pipeline.sending import (
+        COLLECT_BUNDLE_TASK,
+        CONTEXTUALIZE_BUNDLE_TASK,
+        CONTEXTUALIZE_TASK,
+        INDEX_BUNDLE_TASK,
+        INDEX_TASK,
+    )
     from workers.storage import bundle_pool, states
 
     r = redis_client()
-    for doc in ("pooled-1", "pooled-2", "bundled"):
+    docs = ("pooled-1", "pooled-2", "bundled", "chunked-1", "calling")
+    for doc in docs:
         assert states.submit("c", doc, "v1", "m", stale_s=60)[0]
-        states.set_state("c", doc, "v1", states.SITUATED, chunks_total=1)
-    bundle_pool.add("c", "pooled-1", "v1", 40)
-    bundle_pool.add("c", "pooled-2", "v1", 40)
+        chunked = doc in ("chunked-1", "calling")
+        states.set_state("c", doc, "v1", states.CHUNKED if chunked else states.SITUATED, chunks_total=1)
+    bundle_pool.add(bundle_pool.INDEX, "c", "pooled-1", "v1", 40)
+    bundle_pool.add(bundle_pool.INDEX, "c", "pooled-2", "v1", 40)
+    bundle_pool.add(bundle_pool.CONTEXTUALIZE, "c", "chunked-1", "v1", 40)
     app.send_task(INDEX_BUNDLE_TASK, args=["c", "b1", [["bundled", "v1"]]], queue=INDEX_QUEUE)
-    r.zadd(states.MOVING, {states.member("c", d): time.time() - 3600 for d in ("pooled-1", "pooled-2", "bundled")})
+    app.send_task(CONTEXTUALIZE_BUNDLE_TASK, args=["c", "b0", [["calling", "v1"]]], queue=contextualize_queue(0))
+    r.zadd(states.MOVING, {states.member("c", d): time.time() - 3600 for d in docs})
 
     outcome = reconcile.reconcile_once()
 
-    assert outcome == {"waiting": 3, "bundles_nudged": 1}, outcome
+    assert outcome == {"waiting": 5, "bundles_nudged": 1}, outcome
     sent = [json.loads(raw)["headers"]["task"] for key in sublists(INDEX_QUEUE) for raw in r.lrange(key, 0, -1)]
-    assert sent.count(COLLECT_BUNDLE_TASK) == 1 and INDEX_TASK not in sent  # a collector; none sent on alone
-    members, left = bundle_pool.take("c", "b2", 32, 10**6)
+    assert sent.count(COLLECT_BUNDLE_TASK) == 2 and INDEX_TASK not in sent  # a collector a pool; none sent on alone
+    on_shard = [json.loads(raw)["headers"]["task"] for key in sublists(contextualize_queue(0)) for raw in r.lrange(key, 0, -1)]
+    assert CONTEXTUALIZE_TASK not in on_shard
+    members, left = bundle_pool.take(bundle_pool.INDEX, "c", "b2", 32, 10**6)
     assert [m.doc_id for m in members] == ["pooled-1", "pooled-2"] and left == 0
+    members, left = bundle_pool.take(bundle_pool.CONTEXTUALIZE, "c", "b3", 32, 10**6)
+    assert [m.doc_id for m in members] == ["chunked-1"] and left == 0
     assert bundle_pool.waiting([states.member("c", "pooled-1")]) == [False]

@@ -87,7 +87,8 @@ def test_task_names_say_their_stage_and_match_their_python_names():
 
     ours = {name: task for name, task in app.tasks.items() if name.startswith("situate.")}
     stages = {"situate.chunk", "situate.contextualize", "situate.contextualize_slice", "situate.poll_batch",
-              "situate.tend_batches", "situate.index", "situate.collect_bundle", "situate.index_bundle"}
+              "situate.tend_batches", "situate.index", "situate.collect_bundle", "situate.index_bundle",
+              "situate.contextualize_bundle"}
     assert stages <= set(ours)
     for name in stages:
         assert getattr(tasks, name.split(".", 1)[1]).name == name

@@ -88,7 +88,7 @@ class VoyageContext(Voyage):
     each embedded with its own part as context."""
 
     name = "voyage-context"
-    contextual = True  # one document's chunks per request, never several documents' (``stages._embed``)
+    contextual = True  # one document's chunks per request, never several documents' (``stages.embed``)
 
     def embed_documents(self, texts: list[str]) -> np.ndarray:
         if not texts:

@@ -41,7 +41,7 @@ from celery.worker import state as worker_state
 from celery.worker.request import Request
 
 from workers.pipeline import bundling, fair, guard, liveness, presence
-from workers.pipeline.sending import INDEX_BUNDLE_TASK
+from workers.pipeline.sending import BUNDLE_TASKS
 from workers.settings import get_settings
 from workers.storage import broker, deliveries, states
 
@@ -101,7 +101,7 @@ class GuardedRequest(Request):
         if not delivered:
             return self._finish_without_running(self._defer, pool)
         self.lease = (unit, holder)
-        if delivered > 1 and self.name == INDEX_BUNDLE_TASK:  # its worker died: which document did it?
+        if delivered > 1 and self.name in BUNDLE_TASKS:  # its worker died: which document did it?
             return self._finish_without_running(
                 lambda: guard.fail_document(self.name, self.args, "its worker died while running it"), pool)
         if delivered > get_settings().max_deliveries:
@@ -197,7 +197,7 @@ def heartbeat() -> None:
             key, holder = request.lease
             held[key] = holder
         args = request.args if isinstance(request.args, (list, tuple)) else ()
-        if request.name == INDEX_BUNDLE_TASK:
+        if request.name in BUNDLE_TASKS:
             documents.update(states.member(args[0], m.doc_id) for m in bundling.members_of(args))
         elif request.name.startswith("situate.") and len(args) >= 2:
             documents.add(states.member(args[0], args[1]))

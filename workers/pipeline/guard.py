@@ -20,9 +20,9 @@ from celery import Task
 from kombu.exceptions import OperationalError
 
 from workers import faults, keys, metrics
-from workers.errors import BadDocument, PublicError
+from workers.errors import failure_reason
 from workers.pipeline import bundling, fair
-from workers.pipeline.sending import INDEX_BUNDLE_TASK
+from workers.pipeline.sending import BUNDLE_TASKS
 from workers.storage import states
 
 log = logging.getLogger("situate.tasks")
@@ -40,8 +40,10 @@ def unit_of(task_name: str, args: Sequence[Any]) -> str | None:
         return None
     collection, doc_id, version = args[:3]
     stage = task_name.split(".", 1)[1]
-    if stage == "index_bundle":  # (collection, bundle id, its documents)
+    if stage in ("index_bundle", "contextualize_bundle"):  # (collection, bundle id, its documents)
         return keys.lease(collection, "bundle", doc_id, stage)
+    if stage == "collect_bundle":  # (collection, bundle id, its pool's stage): a bundle's own id
+        return None
     if stage == "contextualize_slice" and len(args) > 3 and args[3]:
         stage = f"slice:{min(args[3])}"
     elif stage in ("poll_batch", "situate", "situate_slice"):  # one unit with contextualize
@@ -54,10 +56,10 @@ def unit_of(task_name: str, args: Sequence[Any]) -> str | None:
 def fail_document(task_name: str, args: Sequence[Any], reason: str) -> None:
     """A stage's document failed with ``reason``; a bundle's documents each sent on alone instead,
     as its failure cannot be pinned on one of them (``bundling``)."""
-    if task_name == INDEX_BUNDLE_TASK:
+    if task_name in BUNDLE_TASKS:
         log.warning("bundle %s of %s: %s; its %d documents sent on alone", args[1], args[0], reason,
                     len(bundling.members_of(args)))
-        bundling.split(fair, args)
+        bundling.split(fair, task_name, args)
         return
     collection, doc_id, version = args[:3]
     log.error("document %s/%s failed: %s", collection, doc_id, reason)
@@ -94,14 +96,7 @@ class PipelineTask(Task):
                    einfo: Any) -> None:
         if len(args) < 3:
             return
-        stage = self.name.split(".", 1)[1]
-        if isinstance(exc, BadDocument):
-            reason = str(exc)
-        elif isinstance(exc, PublicError):  # written for the user
-            reason = f"{stage} failed: {exc}"
-        else:  # its text may hold internals (a URL, a path): the log has it, the caller the type
-            reason = f"{stage} failed: internal error ({type(exc).__name__}); the worker log has it under task {task_id}"
         try:
-            fail_document(self.name, args, reason)
+            fail_document(self.name, args, failure_reason(self.name.split(".", 1)[1], exc, task_id))
         except Exception:  # Redis itself gone: the message is delivered again later anyway
             log.exception("could not record the failure of %s", args[:3])

@@ -24,13 +24,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from workers import faults
 from workers.chunks import recipe
 from workers.chunks.splitting import Chunk, is_code
 from workers.contextualizers import registry
 from workers.contextualizers.base import SourceDocument, contextualized_text
 from workers.embedding import registry as embedders
-from workers.errors import BadDocument, ExtractionError, WriteNotNow
+from workers.errors import BadDocument, ExtractionError
 from workers.extraction import detect, sandbox
 from workers.extraction.limits import Limits
 from workers.pipeline import bundling, stores
@@ -39,9 +38,8 @@ from workers.pipeline.sending import CONTEXTUALIZE_TASK, INDEX_TASK, SLICE_TASK
 from workers.pipeline.stores import Stores
 from workers.settings import get_settings
 from workers.storage import states as state_names
-from workers.storage.bundle_pool import Member
+from workers.storage.bundle_pool import CONTEXTUALIZE, INDEX
 from workers.storage.catalog import CollectionConfig
-from workers.storage.chunk_index import VersionWrite
 from workers.storage.working_set import Opening
 
 if TYPE_CHECKING:
@@ -88,9 +86,22 @@ def chunk(s: Stores, collection: str, doc_id: str, version: str) -> None:
         _to_index(s, collection, doc_id, version, chunks)
         s.states.set_state(collection, doc_id, version, state_names.SITUATED, chunks_total=len(chunks), **facts)
         return
+    _to_contextualize(s, config, opened, collection, doc_id, version, chunks, payload)
+    s.states.set_state(collection, doc_id, version, state_names.CHUNKED, chunks_total=len(chunks), **facts)
+
+
+def _to_contextualize(s: Stores, config: CollectionConfig, opened: Opening, collection: str, doc_id: str,
+                      version: str, chunks: list[Chunk], payload: dict[str, Any] | None) -> None:
+    """The contextualize stage's message, on the document's shard; a one-chunk document joins its
+    collection's bundle instead (``bundling``), unless it goes to a Message Batch or is a reindex's
+    (their documents' own paths: the pool of batch requests, the live generation's contexts)."""
+    if len(chunks) == 1 and bundling.enabled(s) and not config.rebuilds:
+        payload = payload if payload is not None else _present(stores.body_of(s, opened, collection, doc_id, version))
+        if not payload.get("batch"):
+            bundling.offer(s, CONTEXTUALIZE, collection, doc_id, version, len(chunks[0].text.encode("utf-8")))
+            return
     s.gate.send(CONTEXTUALIZE_TASK, (collection, doc_id, version), queue=document_queue(collection, doc_id),
                 priority=contextualize_priority(len(chunks)))
-    s.states.set_state(collection, doc_id, version, state_names.CHUNKED, chunks_total=len(chunks), **facts)
 
 
 # What a chunk task's turn in the fair gate is worth: extraction beyond it is charged to the
@@ -156,7 +167,7 @@ def contextualize(s: Stores, collection: str, doc_id: str, version: str, submit_
         done = s.checkpoints.load_contexts(collection, doc_id, version)
     missing = [c for c in chunks if c.n not in done]
     if missing:
-        doc = _opened_source(s, opened, collection, doc_id, version)
+        doc = opened_source(s, opened, collection, doc_id, version)
         contextualizer = registry.for_collection(config)
         if doc.batch and config.contextualizer == "anthropic" and submit_batch is not None:
             submit_batch(contextualizer, doc, missing)
@@ -181,7 +192,7 @@ def contextualize_slice(s: Stores, collection: str, doc_id: str, version: str, n
     wanted = set(numbers)
     todo = [c for c in chunks if c.n in wanted and c.n not in done]
     if todo:
-        doc = _opened_source(s, opened, collection, doc_id, version)
+        doc = opened_source(s, opened, collection, doc_id, version)
         # Read the warm-up's cache entry only if it can still be alive; a slice that waited
         # in the queue longer than that warms it again itself (one call, then the rest), instead
         # of sending all its calls at once to a cold cache and paying a write for each.
@@ -254,7 +265,7 @@ def _to_index(s: Stores, collection: str, doc_id: str, version: str, chunks: lis
     """The index stage's message; a one-chunk document (``chunks`` known) joins its collection's
     bundle instead (``bundling``)."""
     if chunks is not None and len(chunks) == 1 and bundling.enabled(s):
-        bundling.offer(s, collection, doc_id, version, len(chunks[0].text.encode("utf-8")))
+        bundling.offer(s, INDEX, collection, doc_id, version, len(chunks[0].text.encode("utf-8")))
     else:
         s.gate.send(INDEX_TASK, (collection, doc_id, version), queue=INDEX_QUEUE)
 
@@ -265,7 +276,7 @@ def source(s: Stores, collection: str, doc_id: str, version: str, chunks: list[C
                       _present(s.bodies().get(collection, doc_id, version)))
 
 
-def _opened_source(s: Stores, o: Opening, collection: str, doc_id: str, version: str) -> SourceDocument:
+def opened_source(s: Stores, o: Opening, collection: str, doc_id: str, version: str) -> SourceDocument:
     _, chunks, language, metadata = stores.loaded(collection, o)
     return _source_of(collection, doc_id, version, chunks, language, metadata,
                       _present(stores.body_of(s, o, collection, doc_id, version)))
@@ -309,7 +320,7 @@ class Ready:
     texts: list[str]
 
 
-def _ready(s: Stores, collection: str, doc_id: str, version: str) -> Ready | None:
+def ready_to_index(s: Stores, collection: str, doc_id: str, version: str) -> Ready | None:
     """The document opened for indexing, or None if this version needs none (done, superseded)."""
     opened = stores.open_document(s, collection, doc_id, version, contexts=True, body=get_settings().keep_text)
     doc = stores.current(opened.state, version, state_names.INDEXED)
@@ -328,7 +339,7 @@ def _ready(s: Stores, collection: str, doc_id: str, version: str) -> Ready | Non
     return Ready(doc_id, version, doc, config, opened, chunks, metadata, rows, texts)
 
 
-def _embed(config: CollectionConfig, ready: list[Ready]) -> None:
+def embed(config: CollectionConfig, ready: list[Ready]) -> None:
     """Each document's rows their vectors: one request for the documents whose long chunks' tails weigh
     alike; one a document for a contextual embedder (voyage-context reads one document's chunks together)."""
     groups: dict[float, list[Ready]] = {}
@@ -344,7 +355,7 @@ def _embed(config: CollectionConfig, ready: list[Ready]) -> None:
                     row["vector"] = next(vectors)
 
 
-def _record_indexed(s: Stores, config: CollectionConfig, r: Ready) -> bool:
+def record_indexed(s: Stores, config: CollectionConfig, r: Ready) -> bool:
     """The state moved to indexed, its version written; False if superseded or deleted meanwhile (then unwritten)."""
     if s.states.set_state(config.name, r.doc_id, r.version, state_names.INDEXED, indexed_version=r.version,
                           chunks=len(r.rows), chunks_total=len(r.rows), error="", indexed_at=f"{time.time():.3f}"):
@@ -358,12 +369,12 @@ def _record_indexed(s: Stores, config: CollectionConfig, r: Ready) -> bool:
     return False
 
 
-def _recently_indexed(r: Ready) -> bool:
+def recently_indexed(r: Ready) -> bool:
     """The previous version was indexed moments ago: the search for older chunks must see it."""
     return time.time() - float(r.doc.get("indexed_at") or 0) < 5
 
 
-def _close(s: Stores, config: CollectionConfig, r: Ready) -> None:
+def release_indexed(s: Stores, config: CollectionConfig, r: Ready) -> None:
     stores.close_indexed(s, config.name, r.doc_id, r.version, _kept_body(s, r.opened, config, r.doc_id, r.version),
                          lambda m: _count_indexed(m, config.name, len(r.rows)))
 
@@ -372,66 +383,22 @@ def index(s: Stores, collection: str, doc_id: str, version: str) -> CollectionCo
     """Contexts -> vectors -> the index, this version whole; older versions removed after; the
     document's working data released. The collection's config when this version was indexed
     (a reindex's generation then advances: ``tasks``), else None."""
-    r = _ready(s, collection, doc_id, version)
+    r = ready_to_index(s, collection, doc_id, version)
     if r is None:
         return None
     config = r.config
-    _embed(config, [r])
+    embed(config, [r])
     if not s.catalog.is_current(config):  # dropped (and perhaps made again) while we embedded
         log.info("%s/%s v%s: its collection was dropped; nothing written", collection, doc_id, version)
         return None
     s.index.ensure_index(config)
     s.index.write_version(config, doc_id, version, r.doc["seq"], r.rows, r.metadata,
                           rollback=r.doc.get("indexed_version") != version)
-    if not _record_indexed(s, config, r):
+    if not record_indexed(s, config, r):
         return None
-    removed = s.index.delete_older(config, doc_id, r.doc["seq"], refresh_first=_recently_indexed(r))
-    _close(s, config, r)
+    removed = s.index.delete_older(config, doc_id, r.doc["seq"], refresh_first=recently_indexed(r))
+    release_indexed(s, config, r)
     log.info("indexed %s/%s v%s: %d chunks, %d older removed", collection, doc_id, version, len(r.rows), removed)
-    return config
-
-
-def index_bundle(s: Stores, collection: str, members: list[Member]) -> CollectionConfig | None:
-    """``index`` for a bundle's documents (``bundling``): one embedding request, one bulk write, one
-    search for older versions. A document that cannot be read, or whose write is refused for good,
-    is sent on alone (its own message fails it with its reason, or indexes it); the others finish.
-    Anything else propagates: a store's fault is retried in place, the rest splits the bundle."""
-    ready: list[Ready] = []
-    alone: list[Member] = []
-    for m in members:
-        try:
-            r = _ready(s, collection, m.doc_id, m.version)
-        except Exception as e:  # noqa: BLE001 - any document's own error is that document's alone
-            if faults.is_store_fault(e):
-                raise  # a store away: the whole bundle waits it out (the task's retry in place)
-            log.info("%s/%s v%s: sent on alone from its bundle: %s", collection, m.doc_id, m.version, type(e).__name__)
-            alone.append(m)
-            continue
-        if r is not None:
-            ready.append(r)
-    config = ready[0].config if ready else None
-    if config is not None:
-        _embed(config, ready)
-        if not s.catalog.is_current(config):
-            log.info("%s: dropped while a bundle of %d was embedded; nothing written", collection, len(ready))
-            return None
-        s.index.ensure_index(config)
-        refused = s.index.write_versions(config, [
-            VersionWrite(r.doc_id, r.version, r.doc["seq"], r.rows, r.metadata,
-                         rollback=r.doc.get("indexed_version") != r.version) for r in ready])
-        if busy := [e for e in refused.values() if isinstance(e, WriteNotNow)]:  # OpenSearch busy, blocked or away:
-            raise busy[0]  # the whole bundle waits it out, in place, as a document alone would
-        alone += [Member(r.doc_id, r.version) for r in ready if r.doc_id in refused]
-        done = []
-        for r in ready:  # each released and counted once recorded, as a document alone is
-            if r.doc_id not in refused and _record_indexed(s, config, r):
-                _close(s, config, r)
-                done.append(r)
-        removed = s.index.delete_older_many(config, {r.doc_id: r.doc["seq"] for r in done},
-                                            refresh_first=any(_recently_indexed(r) for r in done))
-        log.info("indexed a bundle of %s: %d documents, %d older chunks removed, %d sent on alone", collection,
-                 len(done), removed, len(alone))
-    bundling.send_alone(s.gate, collection, alone)
     return config
 
 

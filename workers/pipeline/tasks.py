@@ -8,7 +8,8 @@ deployment's stores (``STORES``: Redis, S3 if configured, OpenSearch).
     tend_batches         (contextualize.0)  Message Batches mode: batches cut from the pool, ended ones collected
     poll_batch           (contextualize.N)  0.2's batches of one document, still running after an upgrade
     index                (index)            contexts -> vectors -> OpenSearch; older versions removed after
-    collect_bundle       (index)            one-chunk documents taken from their pool as a bundle (``bundling``)
+    collect_bundle       (index)            one-chunk documents taken from a pool as a bundle (``bundling``)
+    contextualize_bundle (contextualize.N)  ``contextualize`` for a bundle's documents, their calls together
     index_bundle         (index)            ``index`` for a bundle's documents together
 
 What is Celery's own stays here: the task base that guards deliveries (``guard``), the Message
@@ -26,13 +27,14 @@ from workers.chunks.splitting import Chunk
 from workers.contextualizers import registry, reuse
 from workers.contextualizers.base import SourceDocument
 from workers.contextualizers.llm import batches as batches_module
-from workers.pipeline import bundling, delivery, fair, rebuild, reconcile, stages, stores  # noqa: F401 - reconcile: a heartbeat duty of every worker
+from workers.pipeline import bundle_stages, bundling, delivery, fair, rebuild, reconcile, stages, stores  # noqa: F401 - reconcile: a heartbeat duty of every worker
 from workers.pipeline.app import app
 from workers.pipeline.guard import PipelineTask
 from workers.pipeline.routing import contextualize_queue, document_queue
 from workers.pipeline.sending import (
     CHUNK_TASK,
     COLLECT_BUNDLE_TASK,
+    CONTEXTUALIZE_BUNDLE_TASK,
     CONTEXTUALIZE_TASK,
     INDEX_BUNDLE_TASK,
     INDEX_TASK,
@@ -202,13 +204,19 @@ def index(collection: str, doc_id: str, version: str) -> None:
 
 
 @app.task(name=COLLECT_BUNDLE_TASK, base=PipelineTask)
-def collect_bundle(collection: str, bundle_id: str) -> None:
-    bundling.collect(STORES, collection, bundle_id)
+def collect_bundle(collection: str, bundle_id: str, stage: str = bundle_pool.INDEX) -> None:
+    bundling.collect(STORES, collection, bundle_id, stage)
+
+
+@app.task(name=CONTEXTUALIZE_BUNDLE_TASK, base=PipelineTask, bind=True)
+def contextualize_bundle(self: PipelineTask, collection: str, bundle_id: str, members: list[list[str]]) -> None:
+    bundle_stages.contextualize_bundle(STORES, collection, bundling.members_of((collection, bundle_id, members)),
+                                       task_id=self.request.id)
 
 
 @app.task(name=INDEX_BUNDLE_TASK, base=PipelineTask)
 def index_bundle(collection: str, bundle_id: str, members: list[list[str]]) -> None:
-    config = stages.index_bundle(STORES, collection, bundling.members_of((collection, bundle_id, members)))
+    config = bundle_stages.index_bundle(STORES, collection, bundling.members_of((collection, bundle_id, members)))
     if config is not None and config.rebuilds:
         rebuild.advance()
 
