@@ -5,8 +5,8 @@ bookkeeping for each.
 
 How a bundle is made. A one-chunk document chunked joins its collection's pool for the
 contextualize stage (``storage.bundle_pool``) instead of sending its own message (``offer``); a
-bundle of them, situated, goes to the index as one bundle; a document situated alone (a slice's
-last, a Message Batch's) joins the pool for the index stage. The document that finds a pool empty
+bundle of them, situated, goes to the index as one bundle; a one-chunk document contextualized
+alone (a reindex's, one sent on alone from its bundle) joins the pool for the index stage. The document that finds a pool empty
 sends a collector (``situate.collect_bundle``) due in ``SITUATE_BUNDLE_WAIT_S``; one is sent at
 once by the document that fills a bundle (``SITUATE_BUNDLE_MAX_DOCUMENTS``), and by one that finds
 the pool holding every document of its collection still in flight (a lone note, the end of an
