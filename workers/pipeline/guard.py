@@ -40,7 +40,7 @@ def unit_of(task_name: str, args: Sequence[Any]) -> str | None:
         return None
     collection, doc_id, version = args[:3]
     stage = task_name.split(".", 1)[1]
-    if stage in ("index_bundle", "contextualize_bundle"):  # (collection, bundle id, its documents)
+    if task_name in BUNDLE_TASKS:  # (collection, bundle id, its documents)
         return keys.lease(collection, "bundle", doc_id, stage)
     if stage == "collect_bundle":  # (collection, bundle id, its pool's stage): a bundle's own id
         return None
