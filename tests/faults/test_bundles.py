@@ -38,20 +38,29 @@ def test_a_poison_document_in_a_bundle_fails_alone(standin, fleet, collection_na
     assert "its worker died while running it" in log and "sent on alone" in log  # the bundle was split
 
 
+def _kill_mid_bundle(standin, fleet, collection_name: str, docs: list[dict], settings: dict, task: str,
+                     slow_env: dict | None = None, survivor_env: dict | None = None):
+    """``docs`` submitted to one worker, killed -9 a second after it received a ``task`` bundle;
+    a new worker then takes the work up. The audit once every document is done, the seconds that
+    took, and the new worker."""
+    slow = fleet(SITUATE_RECOVERY_S="12", **(slow_env or {})).start(1).workers[0]
+    submit(collection_name, docs, **settings)
+    wait_until(lambda: f"Task {task}[" in slow.log.read_text(errors="replace"), 120, f"a {task} received by the worker")
+    time.sleep(1.0)  # inside the bundle's slow part: its embedding, or its calls
+    slow.kill()
+    survivor = fleet(SITUATE_RECOVERY_S="12", **(survivor_env or {})).start(1).workers[0]
+    took = wait_done(collection_name, [d["id"] for d in docs], timeout=240)
+    return audit(collection_name, expected_of(docs), standin), took, survivor
+
+
 def test_a_worker_killed_in_the_middle_of_a_bundle_loses_nothing(standin, fleet, collection_name):
     """kill -9 of the only worker while it embeds a bundle; a new worker takes the bundle up
     (split into its documents, as its worker died) and every document is indexed once."""
     standin.configure()
-    slow = fleet(SITUATE_RECOVERY_S="12", **{EMBEDDING_FAULTS: "1", SLOW_EMBED: "30"}).start(1).workers[0]
     docs = _notes(20, "killed")
-    submit(collection_name, docs, **OFFLINE_CONTEXTS)
-    wait_until(lambda: "Task situate.index_bundle[" in slow.log.read_text(errors="replace"), 120,
-               "a bundle received by the slow worker")
-    time.sleep(1.0)  # inside the slow embedding
-    slow.kill()
-    survivor = fleet(SITUATE_RECOVERY_S="12", **{EMBEDDING_FAULTS: "1"}).start(1).workers[0]
-    took = wait_done(collection_name, [d["id"] for d in docs], timeout=240)
-    result = audit(collection_name, expected_of(docs), standin)
+    result, took, survivor = _kill_mid_bundle(
+        standin, fleet, collection_name, docs, OFFLINE_CONTEXTS, "situate.index_bundle",
+        slow_env={EMBEDDING_FAULTS: "1", SLOW_EMBED: "30"}, survivor_env={EMBEDDING_FAULTS: "1"})
     report("kill -9 of the worker in the middle of a bundle", result, in_flight=0, seconds=round(took, 1))
     assert result.indexed == len(docs) and result.lost == 0 and not result.failed
     assert result.duplicate_ids == 0 and result.stale_chunks == 0
@@ -94,16 +103,9 @@ def test_a_worker_killed_while_its_bundle_waits_for_its_calls_loses_nothing(stan
     new worker takes the bundle up (split into its documents, as its worker died): every document
     is indexed once, and the calls paid twice are at most the ones in flight at the kill."""
     standin.configure(base_latency_s=4.0)
-    slow = fleet(SITUATE_RECOVERY_S="12").start(1).workers[0]
     docs = _notes(20, "killed-calls")
-    submit(collection_name, docs, **CLAUDE_CONTEXTS)
-    wait_until(lambda: "Task situate.contextualize_bundle[" in slow.log.read_text(errors="replace"), 120,
-               "a bundle's calls begun by the worker")
-    time.sleep(1.0)  # its calls in flight
-    slow.kill()
-    survivor = fleet(SITUATE_RECOVERY_S="12").start(1).workers[0]
-    took = wait_done(collection_name, [d["id"] for d in docs], timeout=240)
-    result = audit(collection_name, expected_of(docs), standin)
+    result, took, survivor = _kill_mid_bundle(standin, fleet, collection_name, docs, CLAUDE_CONTEXTS,
+                                              "situate.contextualize_bundle")
     report("kill -9 of the worker while a bundle's calls are in flight", result, seconds=round(took, 1))
     assert result.indexed == len(docs) and result.lost == 0 and not result.failed
     assert result.duplicate_ids == 0 and result.stale_chunks == 0

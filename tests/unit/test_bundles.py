@@ -130,17 +130,6 @@ def test_a_document_of_several_chunks_is_never_bundled(memory):
     assert memory.gate.tasks() == [CONTEXTUALIZE_TASK, INDEX_TASK]
 
 
-def test_bundles_off_each_document_sends_its_own_index_message(monkeypatch):
-    monkeypatch.setenv("SITUATE_BUNDLE_MAX_DOCUMENTS", "1")
-    get_settings.cache_clear()
-    try:
-        memory = Memory(bundles=MemoryBundles())
-        _situated(memory, 3)
-        assert memory.gate.tasks().count(INDEX_TASK) == 3 and COLLECT_BUNDLE_TASK not in memory.gate.tasks()
-    finally:
-        get_settings.cache_clear()
-
-
 def test_a_collector_delivered_again_sends_the_same_bundle(memory):
     _situated(memory, 3)
     (task, args, _), = [m for m in memory.gate.sent if m[0] == COLLECT_BUNDLE_TASK]
@@ -359,13 +348,16 @@ def test_documents_bound_for_message_batches_or_of_several_chunks_are_not_bundle
     assert memory.gate.tasks() == [CONTEXTUALIZE_TASK, CONTEXTUALIZE_TASK]
 
 
-def test_bundles_off_each_document_sends_its_own_contextualize_message(monkeypatch):
+def test_bundles_off_each_document_sends_its_own_messages(monkeypatch):
     monkeypatch.setenv("SITUATE_BUNDLE_MAX_DOCUMENTS", "1")
     get_settings.cache_clear()
     try:
         memory = Memory(bundles=MemoryBundles())
-        _chunked(memory, 3)
+        notes = _chunked(memory, 3)
         assert memory.gate.tasks() == [CONTEXTUALIZE_TASK] * 3
+        for doc_id, version in notes:
+            stages.contextualize(memory.stores, "notes", doc_id, version)
+        assert memory.gate.tasks().count(INDEX_TASK) == 3 and COLLECT_BUNDLE_TASK not in memory.gate.tasks()
     finally:
         get_settings.cache_clear()
 
