@@ -156,12 +156,18 @@ BUNDLE_WAITING = _key("bundles", "waiting")  # the documents (collection \x1f id
 
 def bundle_pool(collection: str, stage: str) -> str:
     """A collection's one-chunk documents ready for ``stage`` (``index``, ``contextualize``), oldest first."""
-    return _key("bundles", "pool", collection) if stage == "index" else _key("bundles", f"pool-{stage}", collection)
+    return _bundle_key("pool", collection, stage)
 
 
 def bundle_pool_bytes(collection: str, stage: str) -> str:
     """What a collection's pool for ``stage`` weighs (its documents' chunk text)."""
-    return _key("bundles", "bytes", collection) if stage == "index" else _key("bundles", f"bytes-{stage}", collection)
+    return _bundle_key("bytes", collection, stage)
+
+
+def _bundle_key(kind: str, collection: str, stage: str) -> str:
+    # The index stage's keep the names they had before the contextualize stage had a pool: a pool
+    # left in Redis across an upgrade is still collected.
+    return _key("bundles", kind if stage == "index" else f"{kind}-{stage}", collection)
 
 
 def bundle_taken(bundle_id: str) -> str:
